@@ -1,0 +1,149 @@
+"""Model configuration: one validated dataclass per family, with the published presets.
+
+Every field is checked when the config is created, so a typo fails on the line that made it,
+with a message that names the field, the value and what would be valid.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+ACTIVATIONS = ("gelu", "gelu_new", "relu", "silu", "tanh")
+
+
+def _require(ok: bool, name: str, value: Any, valid: str) -> None:
+    if not ok:
+        raise ValueError(f"{name}={value!r} is invalid: {valid}.")
+
+
+@dataclass
+class BertConfig:
+    """Sizes and switches of a BERT encoder; field names match `transformers.BertConfig`."""
+
+    vocab_size: int = 30522
+    hidden_size: int = 768
+    num_hidden_layers: int = 12
+    num_attention_heads: int = 12
+    intermediate_size: int = 3072
+    hidden_act: str = "gelu"
+    hidden_dropout_prob: float = 0.1
+    attention_probs_dropout_prob: float = 0.1
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
+    initializer_range: float = 0.02
+    layer_norm_eps: float = 1e-12
+    pad_token_id: int = 0
+    num_labels: int = 2
+    # Not in the original BERT: pre-LN (LayerNorm before each sublayer) trains more stably
+    # with short schedules and high learning rates, which the CPU recipe uses (see Cramming).
+    pre_layer_norm: bool = False
+    model_type: ClassVar[str] = "bert"
+    presets: ClassVar[dict[str, dict[str, int]]] = {
+        # The 24 compact BERTs (Turc et al. 2019) and the two originals: layers / hidden.
+        "bert-tiny": dict(num_hidden_layers=2, hidden_size=128),
+        "bert-mini": dict(num_hidden_layers=4, hidden_size=256),
+        "bert-small": dict(num_hidden_layers=4, hidden_size=512),
+        "bert-medium": dict(num_hidden_layers=8, hidden_size=512),
+        "bert-base": dict(num_hidden_layers=12, hidden_size=768),
+        "bert-large": dict(num_hidden_layers=24, hidden_size=1024),
+    }
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Raise ValueError naming the first invalid field."""
+        for name in (
+            "vocab_size",
+            "hidden_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "intermediate_size",
+            "max_position_embeddings",
+            "num_labels",
+        ):
+            value = getattr(self, name)
+            _require(
+                isinstance(value, int) and not isinstance(value, bool) and value > 0,
+                name,
+                value,
+                "expected a positive integer",
+            )
+        _require(
+            isinstance(self.type_vocab_size, int) and self.type_vocab_size >= 0,
+            "type_vocab_size",
+            self.type_vocab_size,
+            "expected an integer >= 0 (0 means no segment embeddings)",
+        )
+        if self.hidden_size % self.num_attention_heads:
+            divisors = [h for h in range(1, min(self.hidden_size, 64) + 1) if self.hidden_size % h == 0]
+            raise ValueError(
+                f"hidden_size={self.hidden_size} is not divisible by "
+                f"num_attention_heads={self.num_attention_heads}: each head gets "
+                f"hidden_size / num_attention_heads features; valid head counts for this "
+                f"hidden size include {divisors}."
+            )
+        _require(
+            self.hidden_act in ACTIVATIONS, "hidden_act", self.hidden_act, f"expected one of {ACTIVATIONS}"
+        )
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+            value = getattr(self, name)
+            _require(
+                isinstance(value, (int, float)) and 0.0 <= value < 1.0,
+                name,
+                value,
+                "expected a probability in [0, 1)",
+            )
+        _require(self.initializer_range > 0, "initializer_range", self.initializer_range, "expected > 0")
+        _require(self.layer_norm_eps > 0, "layer_norm_eps", self.layer_norm_eps, "expected > 0")
+        _require(
+            isinstance(self.pad_token_id, int) and 0 <= self.pad_token_id < self.vocab_size,
+            "pad_token_id",
+            self.pad_token_id,
+            f"expected an id in [0, vocab_size={self.vocab_size})",
+        )
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    @classmethod
+    def from_preset(cls, name: str, **overrides: Any) -> BertConfig:
+        """A published size by name (e.g. 'bert-base'); heads = hidden/64, FFN = 4 x hidden."""
+        if name not in cls.presets:
+            raise ValueError(f"unknown preset {name!r}; choose one of {sorted(cls.presets)}.")
+        sizes: dict[str, Any] = dict(cls.presets[name])
+        hidden = sizes["hidden_size"]
+        sizes.setdefault("num_attention_heads", max(1, hidden // 64))
+        sizes.setdefault("intermediate_size", 4 * hidden)
+        sizes.update(overrides)
+        return cls(**sizes)
+
+    def replace(self, **changes: Any) -> BertConfig:
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"model_type": self.model_type, **dataclasses.asdict(self)}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> BertConfig:
+        data = dict(data)
+        found = data.pop("model_type", cls.model_type)
+        if found != cls.model_type:
+            raise ValueError(
+                f"this config is for model_type={found!r}, not {cls.model_type!r}; "
+                f"load it with the {found} config class."
+            )
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise ValueError(f"unknown config fields {unknown}; valid fields are {sorted(names)}.")
+        return cls(**data)
+
