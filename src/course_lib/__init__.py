@@ -1,6 +1,37 @@
-"""course_lib: the encoder-only family (BERT, RoBERTa, ALBERT, DeBERTa, DistilBERT) from parts."""
+"""course_lib: the encoder-only family (BERT, RoBERTa, ALBERT, DeBERTa, DistilBERT) from parts.
+
+    >>> from course_lib import BertConfig, BertForMaskedLM, count_parameters
+    >>> config = BertConfig.from_preset("bert-base")
+    >>> count_parameters(config, "BertModel")["total"]
+    109482240
+"""
 
 from course_lib.config import BertConfig
+from course_lib.counting import count_parameters
+from course_lib.interop import from_transformers, to_transformers
+from course_lib.models import (
+    MODEL_CLASSES,
+    BertForMaskedLM,
+    BertForPreTraining,
+    BertForQuestionAnswering,
+    BertForSequenceClassification,
+    BertForTokenClassification,
+    BertModel,
+    ModelOutput,
+)
 
-__all__ = ["BertConfig"]
+__all__ = [
+    "MODEL_CLASSES",
+    "BertConfig",
+    "BertForMaskedLM",
+    "BertForPreTraining",
+    "BertForQuestionAnswering",
+    "BertForSequenceClassification",
+    "BertForTokenClassification",
+    "BertModel",
+    "ModelOutput",
+    "count_parameters",
+    "from_transformers",
+    "to_transformers",
+]
 __version__ = "0.1.0"

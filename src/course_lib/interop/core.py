@@ -1,0 +1,102 @@
+"""The machinery behind from_transformers / to_transformers: explicit key tables with shape asserts.
+
+Each family registers a `Conversion`: which transformers class matches which course_lib class,
+how configs translate, and a table of (course_lib key, transformers key) pairs. Nothing is
+matched by guessing: a key on either side that the table does not name is an error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+
+@dataclass(frozen=True)
+class Conversion:
+    ours: type[nn.Module]
+    hf_class_name: str
+    config_from_hf: Callable[[Any], Any]
+    config_to_hf: Callable[[Any], Any]
+    key_table: Callable[[Any], list[tuple[str, str]]]
+    # transformers keys that are copies of another key (tied weights): {alias: source}.
+    hf_aliases: Callable[[Any], dict[str, str]] = lambda config: {}
+
+
+CONVERSIONS: dict[str, Conversion] = {}  # keyed by course_lib class name
+_BY_HF: dict[str, Conversion] = {}
+
+
+def register(conversion: Conversion) -> None:
+    CONVERSIONS[conversion.ours.__name__] = conversion
+    _BY_HF[conversion.hf_class_name] = conversion
+
+
+def _copy(
+    source: dict[str, torch.Tensor], table: list[tuple[str, str]], reverse: bool
+) -> dict[str, torch.Tensor]:
+    out = {}
+    for ours, theirs in table:
+        src, dst = (theirs, ours) if not reverse else (ours, theirs)
+        if src not in source:
+            raise KeyError(f"weight {src!r} is missing from the source model")
+        out[dst] = source[src].detach().clone()
+    return out
+
+
+def _load_exact(model: nn.Module, state: dict[str, torch.Tensor], ignore: set[str] = frozenset()) -> None:
+    """Copy `state` into `model`, asserting that every key and every shape matches."""
+    target = model.state_dict()
+    missing = sorted(set(target) - set(state) - set(ignore))
+    unexpected = sorted(set(state) - set(target))
+    assert not missing and not unexpected, f"missing keys {missing}, unexpected keys {unexpected}"
+    for key, value in state.items():
+        assert target[key].shape == value.shape, (
+            f"{key}: shape {tuple(value.shape)} does not fit {tuple(target[key].shape)}"
+        )
+    with torch.no_grad():
+        for key, value in state.items():
+            target[key].copy_(value)
+
+
+def from_transformers(hf_model: nn.Module) -> nn.Module:
+    """The course_lib model equivalent to `hf_model` (a transformers model), with its weights."""
+    name = type(hf_model).__name__
+    conv = _BY_HF.get(name)
+    if conv is None:
+        raise ValueError(f"no conversion for transformers class {name}; supported: {sorted(_BY_HF)}.")
+    config = conv.config_from_hf(hf_model.config)
+    model = conv.ours(config)
+    hf_state = hf_model.state_dict()
+    table = conv.key_table(config)
+    aliases = conv.hf_aliases(config)
+    used = {theirs for _, theirs in table} | set(aliases)
+    leftover = sorted(k for k in hf_state if k not in used)
+    assert not leftover, f"transformers weights not covered by the key table: {leftover}"
+    state = _copy(hf_state, table, reverse=False)
+    tied = {k for k in model.state_dict() if k not in state}  # tied aliases on our side
+    _load_exact(model, state, ignore=tied)
+    model.eval() if not hf_model.training else model.train()
+    return model
+
+
+def to_transformers(model: nn.Module) -> nn.Module:
+    """The transformers model equivalent to a course_lib `model`; its state dict equals the original's."""
+    import transformers
+
+    conv = CONVERSIONS.get(type(model).__name__)
+    if conv is None:
+        raise ValueError(
+            f"no conversion for {type(model).__name__}; supported: {sorted(CONVERSIONS)}."
+        )
+    hf_config = conv.config_to_hf(model.config)
+    hf_model = getattr(transformers, conv.hf_class_name)(hf_config)
+    state = _copy(model.state_dict(), conv.key_table(model.config), reverse=True)
+    for alias, source in conv.hf_aliases(model.config).items():
+        state[alias] = state[source]
+    _load_exact(hf_model, state)
+    hf_model.train(model.training)
+    return hf_model
