@@ -1,0 +1,638 @@
+"""One training loop for every pretraining objective.
+
+The loop knows nothing about MLM or NSP: it asks an *objective* for `(loss, metrics)` given the
+model and a batch. The default objective is the model's own `.loss` (MLM, MLM+NSP, MLM+SOP);
+distillation or DeBERTa's enhanced mask decoder plug in as other objective objects.
+
+Everything random is derived from (seed, step): the data order (a seeded permutation per epoch),
+the dynamic masking (a torch.Generator per micro-batch) and dropout (re-seeded per micro-batch).
+So the data position *is* the step number, and a run resumed from a checkpoint continues exactly
+as the uninterrupted run would have.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import signal
+import threading
+import time
+from collections.abc import Callable, Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from course_lib.training import distributed
+from course_lib.training.checkpoint import load_checkpoint, read_state, save_checkpoint
+from course_lib.training.device import autocast, needs_grad_scaler, select_device, select_precision
+from course_lib.training.optim import SCHEDULES, build_optimizer, lr_factor, set_lr
+
+OBJECTIVES = ("mlm", "mlm+nsp", "mlm+sop")
+MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids", "labels", "next_sentence_label")
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss or the gradient became NaN/inf; the weights were not updated with it."""
+
+
+@dataclass
+class TrainingConfig:
+    """How to train: budget, optimizer, schedule, evaluation, checkpoints, device, precision.
+
+    `batch_size` is per process and per micro-batch; the effective batch of one optimizer step is
+    batch_size x gradient_accumulation_steps x number of processes. Give `max_steps`,
+    `max_minutes` or both (training stops at whichever comes first).
+    """
+
+    objective: str = "mlm"
+    batch_size: int = 32
+    gradient_accumulation_steps: int = 1
+    lr: float = 1e-3
+    weight_decay: float = 0.01
+    betas: tuple[float, float] = (0.9, 0.98)
+    eps: float = 1e-6
+    schedule: str = "linear"
+    warmup: float = 0.06  # fraction of the run
+    max_steps: int | None = None
+    max_minutes: float | None = None
+    max_grad_norm: float | None = 1.0
+    seed: int = 0
+    log_every: int = 10
+    eval_every: int | None = None  # steps
+    eval_every_minutes: float | None = None
+    eval_batch_size: int = 64
+    eval_max_examples: int | None = 512
+    checkpoint_every: int | None = None  # steps
+    checkpoint_every_minutes: float | None = None
+    output_dir: str | None = None
+    device: str = "auto"
+    precision: str = "auto"
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        self.betas = tuple(self.betas)  # JSON round trips turn tuples into lists
+        self.validate()
+
+    def validate(self) -> None:
+        """Raise ValueError naming the first invalid field and what would be valid."""
+        if self.objective not in OBJECTIVES:
+            raise ValueError(
+                f"objective={self.objective!r} is invalid: choose one of {OBJECTIVES}."
+            )
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule={self.schedule!r} is invalid: choose one of {SCHEDULES}.")
+        for name in ("batch_size", "gradient_accumulation_steps", "log_every", "eval_batch_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{name}={value!r} is invalid: expected a positive integer.")
+        for name in ("max_steps", "eval_every", "checkpoint_every", "eval_max_examples"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value <= 0):
+                raise ValueError(
+                    f"{name}={value!r} is invalid: expected a positive integer or None."
+                )
+        for name in (
+            "max_minutes",
+            "eval_every_minutes",
+            "checkpoint_every_minutes",
+            "max_grad_norm",
+        ):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ValueError(
+                    f"{name}={value!r} is invalid: expected a positive number or None."
+                )
+        if self.max_steps is None and self.max_minutes is None:
+            raise ValueError("give max_steps or max_minutes (or both): the run needs a budget.")
+        if self.lr <= 0:
+            raise ValueError(f"lr={self.lr!r} is invalid: expected a positive learning rate.")
+        if not 0.0 <= self.warmup < 1.0:
+            raise ValueError(f"warmup={self.warmup!r} is invalid: a fraction of the run in [0, 1).")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+class Objective(Protocol):
+    """Anything that turns (model, batch) into a scalar loss and a dict of scalar metrics."""
+
+    def __call__(
+        self, model: nn.Module, batch: dict[str, Tensor]
+    ) -> tuple[Tensor, dict[str, Tensor]]: ...
+
+
+def model_inputs(batch: dict[str, Tensor]) -> dict[str, Tensor]:
+    """The keyword arguments a course_lib model takes, from a collator's batch.
+
+    SOP labels travel as `sentence_order_label` (their meaning) but the model has one binary
+    sentence head, fed through `next_sentence_label`.
+    """
+    batch = dict(batch)
+    if "sentence_order_label" in batch:
+        batch["next_sentence_label"] = batch.pop("sentence_order_label")
+    return {k: v for k, v in batch.items() if k in MODEL_INPUTS}
+
+
+class ModelLoss:
+    """The default objective: the model's own `.loss`, with its parts as metrics."""
+
+    def __call__(
+        self, model: nn.Module, batch: dict[str, Tensor]
+    ) -> tuple[Tensor, dict[str, Tensor]]:
+        out = model(**model_inputs(batch))
+        metrics = {
+            name: getattr(out, name).detach()
+            for name in ("mlm_loss", "nsp_loss")
+            if getattr(out, name, None) is not None
+        }
+        return out.loss, metrics
+
+
+class History(list):
+    """The metrics of a run: one dict per logged step ("step", "train_loss", "lr", ...)."""
+
+    def plot(self, **kwargs: Any) -> Any:
+        """Loss, accuracy and learning-rate curves in one figure (course_lib.viz.training)."""
+        from course_lib.viz.training import plot_history  # matplotlib only when asked for
+
+        return plot_history(list(self), **kwargs)
+
+    def last(self, key: str) -> Any:
+        """The most recent logged value of `key` (e.g. 'eval_mlm_accuracy'), or None."""
+        return next((row[key] for row in reversed(self) if key in row), None)
+
+
+def derived_seed(*parts: int) -> int:
+    """A well-mixed 63-bit seed from integers (seed, step, slot, purpose): no correlated streams."""
+    return int(np.random.SeedSequence([int(p) for p in parts]).generate_state(1, np.uint64)[0] >> 1)
+
+
+_PURPOSE_DATA, _PURPOSE_MASK, _PURPOSE_DROPOUT, _PURPOSE_EVAL = 1, 2, 3, 4
+
+
+class EpochSampler:
+    """Which examples each micro-batch gets: a seeded permutation per epoch, cut into steps.
+
+    The position in the data is a pure function of the step, so resuming needs only the step.
+    Each epoch drops its last incomplete global batch (at most one batch of examples).
+    """
+
+    def __init__(self, num_examples: int, global_batch_size: int, micro_batch_size: int, seed: int):
+        if num_examples < global_batch_size:
+            raise ValueError(
+                f"the training set has {num_examples} examples, fewer than one global batch of "
+                f"{global_batch_size}; lower batch_size or gradient_accumulation_steps, or add data."
+            )
+        self.num_examples, self.global_batch_size = num_examples, global_batch_size
+        self.micro_batch_size, self.seed = micro_batch_size, seed
+        self.steps_per_epoch = num_examples // global_batch_size
+        self._epoch, self._perm = -1, torch.empty(0, dtype=torch.long)
+
+    def permutation(self, epoch: int) -> Tensor:
+        if epoch != self._epoch:
+            generator = torch.Generator().manual_seed(derived_seed(self.seed, epoch, _PURPOSE_DATA))
+            self._epoch, self._perm = epoch, torch.randperm(self.num_examples, generator=generator)
+        return self._perm
+
+    def position(self, step: int) -> dict[str, int]:
+        """Where step `step` reads: epoch and offset into that epoch's permutation."""
+        epoch, index = divmod(step, self.steps_per_epoch)
+        return {"epoch": epoch, "offset": index * self.global_batch_size}
+
+    def indices(self, step: int, slot: int) -> list[int]:
+        """Example indices of micro-batch `slot` (0 .. world*accumulation-1) of optimizer step `step`."""
+        pos = self.position(step)
+        start = pos["offset"] + slot * self.micro_batch_size
+        return self.permutation(pos["epoch"])[start : start + self.micro_batch_size].tolist()
+
+
+class Trainer:
+    """Pretrains `model` on `train_dataset` (a list of examples) batched by `collate_fn`.
+
+    `collate_fn(examples, generator=...)` builds a batch of tensors (with dynamic masking drawn
+    from the generator). `eval_dataset` enables held-out evaluation; `objective` defaults to the
+    model's own loss. Callbacks get `(trainer, record)` after every optimizer step.
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        train_dataset: Sequence[Any],
+        collate_fn: Callable[..., dict[str, Tensor]],
+        config: TrainingConfig,
+        eval_dataset: Sequence[Any] | None = None,
+        objective: Objective | None = None,
+        tokenizer: Any | None = None,
+        callbacks: Sequence[Callable[[Trainer, dict], None]] = (),
+    ):
+        self.config = config
+        self.dist = distributed.context()
+        self.device = select_device(config.device)
+        if self.device.type == "cuda" and self.dist.enabled:
+            self.device = torch.device("cuda", self.dist.local_rank)
+        self.precision = select_precision(self.device, config.precision)
+        self.model = model.to(self.device)
+        self.train_model: nn.Module = self.model
+        if self.dist.enabled:
+            self.train_model = nn.parallel.DistributedDataParallel(
+                self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None
+            )
+        self.train_dataset, self.eval_dataset = train_dataset, eval_dataset
+        self.collate_fn, self.tokenizer = collate_fn, tokenizer
+        self.objective: Objective = objective or ModelLoss()
+        self.callbacks = list(callbacks)
+        self.optimizer = build_optimizer(
+            self.model, config.lr, config.weight_decay, config.betas, config.eps
+        )
+        self.scaler = torch.amp.GradScaler(
+            self.device.type, enabled=needs_grad_scaler(self.device, self.precision)
+        )
+        self.slots = distributed.micro_batch_slots(
+            self.dist.rank, self.dist.world_size, config.gradient_accumulation_steps
+        )
+        self.global_batch_size = (
+            config.batch_size * config.gradient_accumulation_steps * self.dist.world_size
+        )
+        self.sampler = EpochSampler(
+            len(train_dataset), self.global_batch_size, config.batch_size, config.seed
+        )
+        self.step = 0
+        self.elapsed_s = 0.0  # training wall-clock of all sessions of this run (resumes included)
+        self.history = History()
+        self.stop_reason: str | None = None
+        self._stop_requested: str | None = None
+
+    # --- public API ---------------------------------------------------------------------------
+
+    @property
+    def checkpoint_dir(self) -> Path | None:
+        return Path(self.config.output_dir) / "checkpoint" if self.config.output_dir else None
+
+    def request_stop(self, reason: str = "requested") -> None:
+        """Finish the current step, save a checkpoint and return from `train()`."""
+        self._stop_requested = reason
+
+    def progress(self) -> float:
+        """How far through its budget the run is, in [0, 1] (drives the learning-rate schedule)."""
+        parts = []
+        if self.config.max_steps:
+            # Mid-step progress, so neither the first nor the last step gets a zero learning rate.
+            parts.append((self.step + 0.5) / self.config.max_steps)
+        if self.config.max_minutes:
+            parts.append(self.elapsed_s / (60.0 * self.config.max_minutes))
+        return min(1.0, max(parts))
+
+    def current_lr(self) -> float:
+        return self.config.lr * lr_factor(self.config.schedule, self.progress(), self.config.warmup)
+
+    def train(self) -> History:
+        """Run until the step or time budget is spent (or a stop signal); return the history."""
+        cfg = self.config
+        self.stop_reason, self._stop_requested = None, None
+        self.model.train()
+        previous_handlers = self._install_signal_handlers()
+        bar = self._progress_bar()
+        session_start, elapsed_before = time.perf_counter(), self.elapsed_s
+        last_eval, last_ckpt = self.elapsed_s, self.elapsed_s
+        window = {"tokens": 0.0, "start": time.perf_counter()}
+        try:
+            while self.stop_reason is None:
+                lr = self.current_lr()
+                set_lr(self.optimizer, lr)
+                loss, metrics, tokens, grad_norm = self._optimizer_step()
+                self.step += 1
+                window["tokens"] += tokens
+                # Agree across processes on the clock and on stop requests (a signal may reach
+                # one rank first), so that every rank stops after the same step.
+                flags = torch.tensor(
+                    [time.perf_counter() - session_start, float(self._stop_requested is not None)],
+                    dtype=torch.float64,
+                )
+                flags = distributed.all_reduce_max(flags)
+                self.elapsed_s = elapsed_before + float(flags[0])
+                self.stop_reason = self._check_stop(bool(flags[1]))
+
+                record: dict[str, Any] = {"step": self.step}
+                if self.step % cfg.log_every == 0 or self.step == 1 or self.stop_reason:
+                    record.update(self._train_record(loss, lr, metrics, grad_norm, window))
+                    if bar is not None:
+                        bar.set_postfix(
+                            loss=f"{loss:.3f}",
+                            tok_s=f"{record['tokens_per_s']:,.0f}",
+                            lr=f"{lr:.2e}",
+                        )
+                finished = self.stop_reason in ("max_steps", "time")  # end with a measurement
+                due = self._due(cfg.eval_every, cfg.eval_every_minutes, last_eval)
+                if self.eval_dataset and (due or finished):
+                    record.update(self.evaluate())
+                    last_eval = self.elapsed_s
+                    if bar is not None:
+                        bar.write(_format_eval(record))
+                self._update_bar(bar)
+                if len(record) > 1:
+                    self.history.append(record)
+                for callback in self.callbacks:
+                    callback(self, record)
+                if self.stop_reason is None and self._stop_requested and not self.dist.enabled:
+                    # A callback (or a signal that arrived just now) asked to stop. Under DDP the
+                    # request waits for the next step's all-reduce, so every rank stops together.
+                    self.stop_reason = self._stop_requested
+                due = self._due(cfg.checkpoint_every, cfg.checkpoint_every_minutes, last_ckpt)
+                if (self.stop_reason or due) and self.checkpoint_dir is not None:
+                    self.save()
+                    last_ckpt = self.elapsed_s
+        finally:
+            self._restore_signal_handlers(previous_handlers)
+            if bar is not None:
+                bar.close()
+        return self.history
+
+    def _train_record(
+        self, loss: float, lr: float, metrics: dict[str, float], grad_norm: float, window: dict
+    ) -> dict[str, Any]:
+        """The logged training numbers; tokens/s is averaged since the previous log line."""
+        now = time.perf_counter()
+        tokens_per_s = window["tokens"] * self.dist.world_size / max(now - window["start"], 1e-9)
+        window["tokens"], window["start"] = 0.0, now
+        record = {
+            "train_loss": loss,
+            "lr": lr,
+            "tokens_per_s": tokens_per_s,
+            "grad_norm": grad_norm,
+            "elapsed_s": self.elapsed_s,
+        }
+        record.update({f"train_{k}": v for k, v in metrics.items()})
+        return record
+
+    @torch.no_grad()
+    def evaluate(self, dataset: Sequence[Any] | None = None) -> dict[str, float]:
+        """Held-out MLM loss, masked-token accuracy and sentence-task accuracy.
+
+        The masking is drawn from a fixed seed, so every evaluation of a run sees the same masks
+        and the numbers are comparable across steps. Each process evaluates a strided share.
+        """
+        cfg = self.config
+        dataset = self.eval_dataset if dataset is None else dataset
+        if not dataset:
+            raise ValueError("evaluate() needs an eval_dataset (held-out examples).")
+        if cfg.eval_max_examples is not None:
+            dataset = dataset[: cfg.eval_max_examples]
+        shard = list(dataset)[self.dist.rank :: self.dist.world_size]
+        was_training = self.model.training
+        self.model.eval()
+        generator = torch.Generator().manual_seed(derived_seed(cfg.seed, _PURPOSE_EVAL))
+        # sums: mlm loss, correct masked tokens, masked tokens, correct sentence labels, pairs
+        sums = torch.zeros(5, dtype=torch.float64)
+        for start in range(0, len(shard), cfg.eval_batch_size):
+            batch = self.collate_fn(shard[start : start + cfg.eval_batch_size], generator=generator)
+            batch = {k: v.to(self.device) for k, v in batch.items()}
+            with autocast(self.device, self.precision):
+                out = self.model(**model_inputs(batch))
+            labels = batch["labels"]
+            masked = labels != -100
+            logits = out.mlm_logits
+            if logits.dim() == 3:  # a model that returns all positions
+                logits = logits[masked]
+            target = labels[masked]
+            sums[0] += F.cross_entropy(logits.float(), target, reduction="sum").item()
+            sums[1] += (logits.argmax(-1) == target).sum().item()
+            sums[2] += target.numel()
+            sentence = batch.get("next_sentence_label", batch.get("sentence_order_label"))
+            if sentence is not None and getattr(out, "nsp_logits", None) is not None:
+                sums[3] += (out.nsp_logits.argmax(-1) == sentence).sum().item()
+                sums[4] += sentence.numel()
+        sums = distributed.all_reduce_sum(sums)
+        self.model.train(was_training)
+        result = {
+            "eval_mlm_loss": float(sums[0] / max(sums[2], 1)),
+            "eval_mlm_accuracy": float(sums[1] / max(sums[2], 1)),
+        }
+        if sums[4] > 0:
+            task = "sop" if cfg.objective == "mlm+sop" else "nsp"
+            result[f"eval_{task}_accuracy"] = float(sums[3] / sums[4])
+        return result
+
+    def save(self, directory: str | Path | None = None) -> Path | None:
+        """Write a checkpoint (rank 0 only; other ranks wait for it)."""
+        directory = Path(directory) if directory is not None else self.checkpoint_dir
+        if directory is None:
+            raise ValueError("save() needs a directory (or TrainingConfig.output_dir).")
+        if self.dist.is_main:
+            save_checkpoint(
+                directory, self.model, self.optimizer, self.state_dict(), self.tokenizer
+            )
+        distributed.barrier()
+        return directory
+
+    def state_dict(self) -> dict[str, Any]:
+        """The trainer's plain-data state: step, time, schedule, data position, history."""
+        position = self.sampler.position(self.step)
+        return {
+            "step": self.step,
+            "elapsed_s": self.elapsed_s,
+            "training_config": self.config.to_dict(),
+            "schedule": {
+                "name": self.config.schedule,
+                "warmup": self.config.warmup,
+                "progress": self.progress(),
+                "lr": self.current_lr(),
+            },
+            "data": {
+                "seed": self.config.seed,
+                "num_examples": self.sampler.num_examples,
+                "global_batch_size": self.global_batch_size,
+                "epoch": position["epoch"],
+                "offset": position["offset"],
+                "examples_seen": self.step * self.global_batch_size,
+            },
+            "grad_scaler": {
+                k: v for k, v in self.scaler.state_dict().items() if isinstance(v, (int, float))
+            },
+            "world_size": self.dist.world_size,
+            "stop_reason": self.stop_reason,
+            "history": list(self.history),
+        }
+
+    def resume(self, directory: str | Path) -> dict[str, Any]:
+        """Continue from a checkpoint: weights, optimizer, step, time, history, RNG states."""
+        state = read_state(directory)
+        data = state.get("data", {})
+        if data.get("num_examples") != self.sampler.num_examples:
+            raise ValueError(
+                f"checkpoint {directory} was trained on {data.get('num_examples')} examples, this "
+                f"training set has {self.sampler.num_examples}: resume with the same data "
+                "(same corpus, tokenizer, max_length and seed)."
+            )
+        if data.get("global_batch_size") != self.global_batch_size:
+            raise ValueError(
+                f"checkpoint {directory} used a global batch of {data.get('global_batch_size')}, "
+                f"this run uses {self.global_batch_size}; keep batch_size x accumulation x "
+                "processes the same to resume at the same data position."
+            )
+        state = load_checkpoint(directory, self.model, self.optimizer)
+        self.step, self.elapsed_s = int(state["step"]), float(state["elapsed_s"])
+        self.history = History(state.get("history", []))
+        if state.get("grad_scaler") and self.scaler.is_enabled():
+            self.scaler.load_state_dict(state["grad_scaler"])
+        return state
+
+    def plot(self, **kwargs: Any) -> Any:
+        """Plot this run's history (see History.plot)."""
+        return self.history.plot(**kwargs)
+
+    # --- internals ------------------------------------------------------------------------------
+
+    def _optimizer_step(self) -> tuple[float, dict[str, float], float, float]:
+        """Forward/backward over this rank's micro-batches, then one clipped AdamW step."""
+        cfg = self.config
+        accumulation = len(self.slots)
+        loss_sum = torch.zeros((), dtype=torch.float64)
+        metric_sums: dict[str, Tensor] = {}
+        tokens = 0.0
+        for i, slot in enumerate(self.slots):
+            examples = [self.train_dataset[j] for j in self.sampler.indices(self.step, slot)]
+            generator = torch.Generator().manual_seed(
+                derived_seed(cfg.seed, self.step, slot, _PURPOSE_MASK)
+            )
+            batch = self.collate_fn(examples, generator=generator)
+            batch = {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
+            mask = batch.get("attention_mask")
+            tokens += float(mask.sum()) if mask is not None else float(batch["input_ids"].numel())
+            # Dropout draws depend on (seed, step, slot) only: resume- and world-size-invariant.
+            torch.manual_seed(derived_seed(cfg.seed, self.step, slot, _PURPOSE_DROPOUT))
+            last = i == accumulation - 1
+            sync = self.train_model.no_sync() if self.dist.enabled and not last else nullcontext()
+            with sync:
+                with autocast(self.device, self.precision):
+                    loss, metrics = self.objective(self.train_model, batch)
+                self.scaler.scale(loss / accumulation).backward()
+            loss_sum += loss.detach().double().cpu()
+            for name, value in metrics.items():
+                metric_sums[name] = metric_sums.get(name, 0.0) + value.detach().double().cpu()
+        loss_value = float(distributed.all_reduce_mean(loss_sum / accumulation))
+        if not math.isfinite(loss_value):
+            self.optimizer.zero_grad(set_to_none=True)
+            raise TrainingDiverged(self._diverged_message("loss", loss_value))
+        self.scaler.unscale_(self.optimizer)
+        params = [p for p in self.model.parameters() if p.grad is not None]
+        if cfg.max_grad_norm is not None:
+            grad_norm = float(nn.utils.clip_grad_norm_(params, cfg.max_grad_norm))
+        else:
+            grad_norm = float(
+                torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in params]))
+            )
+        if not math.isfinite(grad_norm) and not self.scaler.is_enabled():
+            # fp16's GradScaler skips such steps itself and lowers the scale; elsewhere it is fatal.
+            self.optimizer.zero_grad(set_to_none=True)
+            raise TrainingDiverged(self._diverged_message("gradient norm", grad_norm))
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.optimizer.zero_grad(set_to_none=True)
+        metrics_out = {
+            k: float(distributed.all_reduce_mean(v / accumulation)) for k, v in metric_sums.items()
+        }
+        return loss_value, metrics_out, tokens, grad_norm
+
+    def _diverged_message(self, what: str, value: float) -> str:
+        where = self.checkpoint_dir
+        kept = (
+            f"the last good checkpoint is kept at {where}"
+            if where and where.exists()
+            else "no checkpoint was written yet"
+        )
+        return (
+            f"training diverged: the {what} became {value} at step {self.step + 1} "
+            f"(lr={self.current_lr():.2e}, precision={self.precision}); the weights were not "
+            f"updated with it and {kept}. Try a lower lr, a longer warmup, max_grad_norm=1.0, "
+            "or pre_layer_norm=True."
+        )
+
+    def _due(self, every_steps: int | None, every_minutes: float | None, last_time: float) -> bool:
+        if every_steps is not None and self.step % every_steps == 0:
+            return True
+        return every_minutes is not None and self.elapsed_s - last_time >= 60.0 * every_minutes
+
+    def _check_stop(self, any_rank_requested: bool) -> str | None:
+        if any_rank_requested or self._stop_requested:
+            return self._stop_requested or "signal"
+        if self.config.max_steps is not None and self.step >= self.config.max_steps:
+            return "max_steps"
+        if self.config.max_minutes is not None and self.elapsed_s >= 60.0 * self.config.max_minutes:
+            return "time"
+        return None
+
+    def _install_signal_handlers(self) -> dict[int, Any]:
+        """SIGINT/SIGTERM finish the current step, save, and return; a second signal acts at once."""
+        if threading.current_thread() is not threading.main_thread():
+            return {}
+        previous: dict[int, Any] = {}
+
+        def handler(signum: int, frame: Any) -> None:
+            self._stop_requested = signal.Signals(signum).name
+            signal.signal(signum, previous[signum])
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, handler)
+        return previous
+
+    @staticmethod
+    def _restore_signal_handlers(previous: dict[int, Any]) -> None:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+    def _progress_bar(self) -> Any:
+        if not (self.config.progress and self.dist.is_main):
+            return None
+        from tqdm.auto import tqdm
+
+        if self.config.max_steps is not None:
+            return tqdm(
+                total=self.config.max_steps, initial=self.step, desc="pretrain", unit="step"
+            )
+        total = 60.0 * self.config.max_minutes
+        return tqdm(
+            total=round(total),
+            initial=round(self.elapsed_s),
+            desc="pretrain",
+            unit="s",
+            bar_format="{l_bar}{bar}| {n:.0f}/{total:.0f}s [{elapsed}<{remaining}{postfix}]",
+        )
+
+    def _update_bar(self, bar: Any) -> None:
+        if bar is None:
+            return
+        if self.config.max_steps is not None:
+            bar.update(self.step - bar.n)
+        else:
+            bar.update(min(self.elapsed_s, bar.total) - bar.n)
+
+
+def _format_eval(record: dict[str, Any]) -> str:
+    parts = [
+        f"step {record['step']}",
+        f"eval MLM loss {record['eval_mlm_loss']:.3f}",
+        f"masked-token accuracy {record['eval_mlm_accuracy']:.1%}",
+    ]
+    for task in ("nsp", "sop"):
+        if f"eval_{task}_accuracy" in record:
+            parts.append(f"{task.upper()} accuracy {record[f'eval_{task}_accuracy']:.1%}")
+    return " | ".join(parts)
+
+
+__all__ = [
+    "History",
+    "ModelLoss",
+    "Objective",
+    "Trainer",
+    "TrainingConfig",
+    "TrainingDiverged",
+    "derived_seed",
+    "model_inputs",
+    "EpochSampler",
+]
