@@ -91,6 +91,10 @@ class _WithBackbone(PreTrainedEncoder):
 
     base_model_class: type[BertModel] = BertModel
     add_pooling_layer: bool = False
+    # Pretraining heads, as class attributes so a variant swaps a head without rewriting __init__
+    # (ALBERT's MLM head predicts from its smaller embedding size; its sentence head is SOP).
+    mlm_head_class: type[nn.Module] = MaskedLMHead
+    sentence_head_class: type[nn.Module] = NextSentenceHead
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__(config)
@@ -115,7 +119,7 @@ class BertForMaskedLM(_WithBackbone):
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__(config)
-        self.mlm_head = MaskedLMHead(config)
+        self.mlm_head = self.mlm_head_class(config)
         self.init_weights()
         self.tie_weights()
 
@@ -141,8 +145,8 @@ class BertForPreTraining(_WithBackbone):
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__(config)
-        self.mlm_head = MaskedLMHead(config)
-        self.nsp_head = NextSentenceHead(config)
+        self.mlm_head = self.mlm_head_class(config)
+        self.nsp_head = self.sentence_head_class(config)
         self.init_weights()
         self.tie_weights()
 
