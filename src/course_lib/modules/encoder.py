@@ -13,9 +13,12 @@ class EncoderLayer(nn.Module):
     """Post-LN as in BERT: x = LN(x + Sublayer(x)). Pre-LN (x = x + Sublayer(LN(x))) is an option
     because it trains stably with the short, high-learning-rate schedules a CPU budget needs."""
 
+    # Variants swap the attention sublayer by overriding this (DeBERTa: disentangled attention).
+    attention_class: type[nn.Module] = MultiHeadSelfAttention
+
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
-        self.attention = MultiHeadSelfAttention(config)
+        self.attention = self.attention_class(config)
         self.attention_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.feed_forward = FeedForward(config)
         self.output_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
@@ -37,9 +40,11 @@ class EncoderLayer(nn.Module):
 class Encoder(nn.Module):
     """A stack of layers; collects hidden states and attention maps when asked."""
 
+    layer_class: type[nn.Module] = EncoderLayer  # variants override, as with attention_class
+
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
-        self.layers = nn.ModuleList(EncoderLayer(config) for _ in range(config.num_hidden_layers))
+        self.layers = nn.ModuleList(self.layer_class(config) for _ in range(config.num_hidden_layers))
         # Pre-LN leaves the residual stream un-normalised, so it needs one LayerNorm at the end.
         self.final_norm = (
             nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if config.pre_layer_norm else None
