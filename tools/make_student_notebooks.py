@@ -8,7 +8,7 @@ Masters mark answers nbgrader-style:
 
 The student copy replaces each region with `raise NotImplementedError()` (indented like the
 region), clears every output, and goes to `chapters/<chapter>/student/`. The solutions view,
-`chapters/<chapter>/solutions.md`, lists each answer under its exercise heading.
+`chapters/<chapter>/solutions/<notebook>.md`, lists each answer under its exercise heading.
 
     python tools/make_student_notebooks.py          # write everything
     python tools/make_student_notebooks.py --check  # exit 1 if a committed copy is out of date
@@ -71,7 +71,7 @@ def outputs_for(path: Path) -> dict[Path, str]:
     chapter = path.parent
     return {
         chapter / "student" / path.name: nbformat.writes(student_version(nb)) + "\n",
-        chapter / "solutions.md": solutions_markdown(path, nb),
+        chapter / "solutions" / f"{path.stem}.md": solutions_markdown(path, nb),
     }
 
 
