@@ -1,0 +1,237 @@
+"""RoBERTa: fairseq position ids, parity with transformers' RoBERTa, exact parameter counts.
+
+Random-init transformers models from small configs (never downloaded), padded batches with
+pad_token_id=1 and odd lengths; every output within 1e-5; state dicts round-trip exactly.
+"""
+
+import pytest
+import torch
+import transformers
+
+import course_lib.interop.roberta  # noqa: F401  (registers the RoBERTa conversions)
+from course_lib.counting import COMPONENTS, count_parameters
+from course_lib.interop.core import from_transformers, to_transformers
+from course_lib.models import roberta as rob
+from course_lib.models.roberta import (
+    RobertaConfig,
+    RobertaForMaskedLM,
+    RobertaModel,
+    create_position_ids_from_input_ids,
+)
+
+CLASSES = [
+    "RobertaModel",
+    "RobertaForMaskedLM",
+    "RobertaForSequenceClassification",
+    "RobertaForTokenClassification",
+    "RobertaForQuestionAnswering",
+]
+CONFIGS = {
+    # name: (hidden, heads, layers, intermediate, activation); relu also checks that the LM
+    # head keeps exact GELU whatever hidden_act is
+    "h48-heads4-relu": (48, 4, 2, 37, "relu"),
+    "h40-heads5-gelu_new": (40, 5, 1, 64, "gelu_new"),
+}
+VOCAB, PAD, MAX_POS, SEQ = 211, 1, 20, 13
+TOL = 1e-5
+
+
+def hf_model(cls_name: str, dims, num_labels: int = 3):
+    hidden, heads, layers, inter, act = dims
+    config = transformers.RobertaConfig(
+        vocab_size=VOCAB,
+        hidden_size=hidden,
+        num_attention_heads=heads,
+        num_hidden_layers=layers,
+        intermediate_size=inter,
+        hidden_act=act,
+        max_position_embeddings=MAX_POS,
+        type_vocab_size=1,
+        layer_norm_eps=1e-5,
+        pad_token_id=PAD,
+        num_labels=2 if cls_name.endswith("QuestionAnswering") else num_labels,
+        attn_implementation="eager",
+    )
+    torch.manual_seed(len(cls_name))
+    return getattr(transformers, cls_name)(config).eval()
+
+
+def padded_batch(seq: int = SEQ):
+    """Three rows of different real lengths (13, 9, 4) padded with <pad>=1."""
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(4, VOCAB, (3, seq), generator=g)
+    ids[:, 0] = 0  # <s>
+    mask = torch.ones_like(ids)
+    mask[1, 9:] = 0
+    mask[2, 4:] = 0
+    ids[mask == 0] = PAD
+    return dict(input_ids=ids, attention_mask=mask)
+
+
+def max_diff(a, b):
+    return (a - b).abs().max().item()
+
+
+# --- position ids ------------------------------------------------------------------------------
+
+
+def test_position_ids_start_after_padding_index():
+    ids = torch.tensor([[0, 31, 32, 2, 1, 1], [0, 40, 2, 1, 1, 1], [0, 5, 6, 7, 8, 2]])
+    expected = torch.tensor([[2, 3, 4, 5, 1, 1], [2, 3, 4, 1, 1, 1], [2, 3, 4, 5, 6, 7]])
+    assert torch.equal(create_position_ids_from_input_ids(ids, padding_idx=1), expected)
+    reference = transformers.models.roberta.modeling_roberta.RobertaEmbeddings
+    assert torch.equal(reference.create_position_ids_from_input_ids(ids, 1), expected)
+
+
+def test_pad_row_of_position_table_is_zero_and_gets_no_gradient():
+    model = RobertaModel(RobertaConfig(vocab_size=50, hidden_size=16, num_attention_heads=2,
+                                       num_hidden_layers=1, intermediate_size=32,
+                                       max_position_embeddings=MAX_POS))
+    table = model.embeddings.position_embeddings.weight
+    assert torch.count_nonzero(table[PAD]) == 0 and torch.count_nonzero(table[PAD + 1]) > 0
+    ids = torch.tensor([[0, 7, 8, 2, 1, 1]])
+    model(ids, attention_mask=(ids != PAD).long()).last_hidden_state.sum().backward()
+    assert torch.count_nonzero(table.grad[PAD]) == 0
+    assert torch.count_nonzero(table.grad[2:6]) > 0 and torch.count_nonzero(table.grad[6:]) == 0
+
+
+def test_too_long_sequence_names_the_offset():
+    config = RobertaConfig(vocab_size=50, hidden_size=16, num_attention_heads=2,
+                           num_hidden_layers=1, intermediate_size=32, max_position_embeddings=MAX_POS)
+    model = RobertaModel(config)
+    model(torch.full((1, MAX_POS - 2), 5))  # 18 tokens use positions 2..19: fits exactly
+    with pytest.raises(ValueError, match="allows 18 tokens"):
+        model(torch.full((1, MAX_POS - 1), 5))
+
+
+def test_single_segment_type():
+    model = RobertaModel(RobertaConfig(vocab_size=50, hidden_size=16, num_attention_heads=2,
+                                       num_hidden_layers=1, intermediate_size=32,
+                                       max_position_embeddings=MAX_POS))
+    assert model.embeddings.token_type_embeddings.num_embeddings == 1
+    with pytest.raises(ValueError, match="type_vocab_size=1"):
+        model(torch.full((1, 4), 5), token_type_ids=torch.tensor([[0, 0, 1, 1]]))
+
+
+# --- config ------------------------------------------------------------------------------------
+
+
+def test_config_defaults_presets_and_validation():
+    base = RobertaConfig.from_preset("roberta-base")
+    assert (base.vocab_size, base.max_position_embeddings, base.type_vocab_size) == (50265, 514, 1)
+    assert (base.layer_norm_eps, base.pad_token_id, base.num_attention_heads) == (1e-5, 1, 12)
+    large = RobertaConfig.from_preset("roberta-large")
+    assert (large.num_hidden_layers, large.hidden_size, large.intermediate_size) == (24, 1024, 4096)
+    assert RobertaConfig.from_dict(base.to_dict()) == base
+    with pytest.raises(ValueError, match="model_type='roberta'"):
+        from course_lib.config import BertConfig
+
+        BertConfig.from_dict(base.to_dict())
+    with pytest.raises(ValueError, match="max_position_embeddings=2 is invalid"):
+        RobertaConfig(max_position_embeddings=2)
+    with pytest.raises(ValueError, match="classifier_dropout=1.5 is invalid"):
+        RobertaConfig(classifier_dropout=1.5)
+    with pytest.raises(ValueError, match="needs a RobertaConfig"):
+        RobertaForMaskedLM(BertConfig.from_preset("bert-tiny"))
+
+
+# --- parity with transformers --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("config_name", CONFIGS)
+@pytest.mark.parametrize("cls_name", CLASSES)
+def test_outputs_equal_transformers(cls_name, config_name):
+    hf = hf_model(cls_name, CONFIGS[config_name])
+    ours = from_transformers(hf)
+    assert type(ours).__name__ == cls_name and isinstance(ours.config, RobertaConfig)
+    batch = padded_batch()
+    with torch.no_grad():
+        theirs = hf(**batch, output_attentions=True, output_hidden_states=True)
+        mine = ours(**batch, output_attentions=True, output_hidden_states=True)
+    real = batch["attention_mask"].bool()
+    assert len(mine.hidden_states) == len(theirs.hidden_states) == CONFIGS[config_name][2] + 1
+    for a, b in zip(mine.hidden_states, theirs.hidden_states):
+        assert max_diff(a[real], b[real]) < TOL
+    assert len(mine.attentions) == len(theirs.attentions)
+    for a, b in zip(mine.attentions, theirs.attentions):
+        assert a.shape == b.shape and max_diff(a, b) < TOL
+    if cls_name == "RobertaModel":
+        assert max_diff(mine.last_hidden_state[real], theirs.last_hidden_state[real]) < TOL
+        assert max_diff(mine.pooler_output, theirs.pooler_output) < TOL
+    elif cls_name == "RobertaForMaskedLM":
+        assert mine.mlm_logits.shape == theirs.logits.shape
+        assert max_diff(mine.mlm_logits, theirs.logits) < TOL
+    elif cls_name == "RobertaForQuestionAnswering":
+        assert max_diff(mine.start_logits, theirs.start_logits) < TOL
+        assert max_diff(mine.end_logits, theirs.end_logits) < TOL
+    else:
+        assert mine.logits.shape == theirs.logits.shape
+        assert max_diff(mine.logits, theirs.logits) < TOL
+
+
+@pytest.mark.parametrize("cls_name", CLASSES)
+def test_round_trip_state_dict_is_exact(cls_name):
+    hf = hf_model(cls_name, CONFIGS["h48-heads4-relu"])
+    back = to_transformers(from_transformers(hf))
+    assert type(back) is type(hf)
+    assert back.config.pad_token_id == PAD and back.config.layer_norm_eps == 1e-5
+    a, b = hf.state_dict(), back.state_dict()
+    assert a.keys() == b.keys()
+    for key in a:
+        assert torch.equal(a[key], b[key]), key
+
+
+@pytest.mark.parametrize(
+    "cls_name, kwargs",
+    [
+        ("RobertaForMaskedLM", {"labels": "mlm"}),
+        ("RobertaForSequenceClassification", {"labels": torch.tensor([0, 2, 1])}),
+        ("RobertaForTokenClassification", {"labels": torch.randint(0, 3, (3, SEQ))}),
+        (
+            "RobertaForQuestionAnswering",
+            {"start_positions": torch.tensor([1, 3, 20]), "end_positions": torch.tensor([2, 5, 20])},
+        ),
+    ],
+)
+def test_losses_equal_transformers(cls_name, kwargs):
+    hf = hf_model(cls_name, CONFIGS["h48-heads4-relu"])
+    ours = from_transformers(hf)
+    batch = padded_batch()
+    if kwargs.get("labels") == "mlm":
+        labels = torch.full_like(batch["input_ids"], -100)
+        labels[0, [1, 4, 7]] = batch["input_ids"][0, [1, 4, 7]]
+        labels[2, 2] = 17
+        kwargs = {"labels": labels}
+    with torch.no_grad():
+        mine, theirs = ours(**batch, **kwargs).loss.item(), hf(**batch, **kwargs).loss.item()
+    assert abs(mine - theirs) < TOL
+
+
+def test_mlm_decoder_is_tied_after_conversion():
+    ours = from_transformers(hf_model("RobertaForMaskedLM", CONFIGS["h48-heads4-relu"]))
+    assert ours.mlm_head.decoder.weight is ours.backbone.embeddings.word_embeddings.weight
+
+
+# --- parameter counts ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cls_name", CLASSES)
+def test_counts_equal_built_models(cls_name):
+    config = RobertaConfig(vocab_size=333, hidden_size=60, num_attention_heads=5, num_hidden_layers=3,
+                           intermediate_size=70, max_position_embeddings=77, num_labels=5)
+    counted = count_parameters(config, cls_name)
+    assert counted["total"] == getattr(rob, cls_name)(config).num_parameters()
+    assert counted["total"] == sum(counted[c] for c in COMPONENTS)
+
+
+def test_published_roberta_sizes():
+    # exact transformers counts (RobertaModel includes the pooler, as transformers builds it)
+    base, large = RobertaConfig.from_preset("roberta-base"), RobertaConfig.from_preset("roberta-large")
+    assert count_parameters(base, "RobertaModel")["total"] == 124_645_632
+    assert count_parameters(base, "RobertaForMaskedLM")["total"] == 124_697_433
+    assert count_parameters(base, "RobertaForSequenceClassification")["total"] == 124_647_170
+    assert count_parameters(large, "RobertaModel")["total"] == 355_359_744
+    # the embedding table grows from BERT's 30522 to 50265 byte-level BPE tokens
+    assert count_parameters(base)["embeddings"] == (50265 + 514 + 1) * 768
+    with pytest.raises(ValueError, match="no ForPreTraining"):
+        count_parameters(base, "RobertaForPreTraining")
