@@ -1,0 +1,369 @@
+"""Where the parameters are: an explorer widget and a stacked-bar breakdown.
+
+Counts come from `course_lib.count_parameters` (closed-form and exact), so the widget is
+instant even for BERT-large. Families are looked up in `PARAMETER_FAMILIES`; adding one is a
+single `register_family(...)` line next to its config class, and the widget lists only
+registered families.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import ipywidgets as widgets
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.ticker import FuncFormatter
+
+from course_lib.config import BertConfig
+from course_lib.viz._figure import CourseFigure, figure_to_png, png_base64
+
+COMPONENTS = ("embeddings", "attention", "feed_forward", "layer_norm", "pooler", "heads")
+COMPONENT_COLOURS = {
+    "embeddings": "#4c72b0",
+    "attention": "#dd8452",
+    "feed_forward": "#55a868",
+    "layer_norm": "#c44e52",
+    "pooler": "#8172b3",
+    "heads": "#937860",
+}
+# Size fields the widget offers, in display order, when the family's config has them.
+FIELD_LABELS = {
+    "num_hidden_layers": "layers",
+    "hidden_size": "hidden",
+    "num_attention_heads": "heads",
+    "intermediate_size": "FFN size",
+    "vocab_size": "vocabulary",
+    "max_position_embeddings": "max positions",
+    "type_vocab_size": "segment types",
+    "embedding_size": "embedding E",
+    "num_hidden_groups": "hidden groups",
+    "inner_group_num": "inner groups",
+    "num_labels": "labels",
+}
+CUSTOM = "(custom)"
+
+CountFunction = Callable[[Any, str], Mapping[str, int]]
+
+
+def _course_count(config: Any, model_class: str) -> Mapping[str, int]:
+    # Imported at call time: the counting module is written alongside this one.
+    from course_lib.counting import count_parameters
+
+    return count_parameters(config, model_class=model_class)
+
+
+@dataclass(frozen=True)
+class ParameterFamily:
+    """How the explorer handles one model family."""
+
+    name: str
+    config_class: type
+    model_classes: tuple[str, ...]
+    count: CountFunction = _course_count
+    fields: tuple[str, ...] = ()
+    choices: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
+
+    @property
+    def presets(self) -> dict[str, Any]:
+        return dict(getattr(self.config_class, "presets", {}) or {})
+
+    def config_from_preset(self, preset: str) -> Any:
+        return self.config_class.from_preset(preset)
+
+
+PARAMETER_FAMILIES: dict[str, ParameterFamily] = {}
+
+
+def register_family(
+    name: str,
+    config_class: type,
+    model_classes: Sequence[str],
+    count: CountFunction | None = None,
+    fields: Sequence[str] | None = None,
+    choices: Mapping[str, Sequence[Any]] | None = None,
+) -> ParameterFamily:
+    """Make a family selectable in the explorer; `count` defaults to course_lib.count_parameters.
+
+    `fields` are the config fields to edit (default: the size fields in FIELD_LABELS that the
+    config has, plus its bool fields, e.g. ALBERT's sharing switches); `choices` turns a str
+    field into a dropdown (e.g. {"sharing": ("all", "attention", "ffn", "none")}).
+    """
+    if not dataclasses.is_dataclass(config_class):
+        raise TypeError(
+            f"{config_class!r} is not a dataclass config; the explorer reads its fields."
+        )
+    names = [f.name for f in dataclasses.fields(config_class)]
+    if fields is None:
+        defaults = {f.name: f.default for f in dataclasses.fields(config_class)}
+        fields = [f for f in FIELD_LABELS if f in names]
+        fields += [f for f in names if isinstance(defaults[f], bool)]
+        fields += [f for f in (choices or {}) if f not in fields]
+    unknown = [f for f in fields if f not in names]
+    if unknown:
+        raise ValueError(f"{config_class.__name__} has no fields {unknown}; it has {names}.")
+    if not model_classes:
+        raise ValueError("give at least one model class name, e.g. ('BertModel',).")
+    family = ParameterFamily(
+        name=name,
+        config_class=config_class,
+        model_classes=tuple(model_classes),
+        count=count or _course_count,
+        fields=tuple(fields),
+        choices={k: tuple(v) for k, v in (choices or {}).items()},
+    )
+    PARAMETER_FAMILIES[name] = family
+    return family
+
+
+register_family(
+    "bert",
+    BertConfig,
+    (
+        "BertModel",
+        "BertForPreTraining",
+        "BertForMaskedLM",
+        "BertForSequenceClassification",
+        "BertForTokenClassification",
+        "BertForQuestionAnswering",
+    ),
+)
+
+
+def format_count(n: float) -> str:
+    """110106428 -> '110.1M', 4386 -> '4.4K'."""
+    for size, suffix in ((1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if abs(n) >= size:
+            return f"{n / size:.1f}{suffix}"
+    return f"{n:.0f}"
+
+
+def _components(counts: Mapping[str, int], name: str) -> dict[str, int]:
+    """Known components in order, then any extra ones a family reports; checked against total."""
+    if "total" not in counts:
+        raise ValueError(f"{name!r}: counts need a 'total' key, got {sorted(counts)}.")
+    parts = {k: int(counts[k]) for k in COMPONENTS if k in counts}
+    parts.update({k: int(v) for k, v in counts.items() if k not in parts and k != "total"})
+    if sum(parts.values()) != int(counts["total"]):
+        raise ValueError(
+            f"{name!r}: components add up to {sum(parts.values()):,} but total is "
+            f"{int(counts['total']):,}; the breakdown is inconsistent."
+        )
+    return parts
+
+
+def plot_parameter_breakdown(
+    breakdowns: Mapping[str, Mapping[str, int]],
+    *,
+    normalize: bool = False,
+    ax: Axes | None = None,
+) -> CourseFigure:
+    """One horizontal stacked bar per model (components of `count_parameters`), total at the end.
+
+    `normalize=True` shows shares in percent, to compare models of very different sizes.
+    """
+    if not breakdowns:
+        raise ValueError("nothing to plot: pass {name: count_parameters(config)}.")
+    parts = {name: _components(counts, name) for name, counts in breakdowns.items()}
+    names = list(parts)
+    keys = list(dict.fromkeys(k for p in parts.values() for k in p))
+    if ax is None:
+        fig = CourseFigure(figsize=(9, 0.6 * len(names) + 1.6), layout="constrained")
+        ax = fig.add_subplot()
+    fig = ax.figure
+    left = np.zeros(len(names))
+    extra_colours = iter(["#da8bc3", "#8c8c8c", "#ccb974", "#64b5cd"] * 4)
+    for key in keys:
+        values = np.array([parts[n].get(key, 0) for n in names], dtype=float)
+        totals = np.array([sum(parts[n].values()) for n in names], dtype=float)
+        widths = 100 * values / np.where(totals > 0, totals, 1) if normalize else values
+        colour = COMPONENT_COLOURS.get(key) or next(extra_colours)
+        ax.barh(names, widths, left=left, color=colour, label=key.replace("_", " "))
+        left += widths
+    for i, name in enumerate(names):
+        total = sum(parts[name].values())
+        ax.text(left[i], i, f"  {format_count(total)} ({total:,})", va="center", fontsize=9)
+    ax.invert_yaxis()  # first model on top
+    ax.set_xlim(0, left.max() * 1.35 if left.max() > 0 else 1)
+    if normalize:
+        ax.set_xlabel("share of parameters (%)")
+        ax.set_xticks(range(0, 101, 20))
+    else:
+        ax.set_xlabel("parameters")
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: format_count(x)))
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    ax.set_title("parameters by component")
+    return fig
+
+
+def _field_widget(family: ParameterFamily, name: str, value: Any) -> Any:
+    label = FIELD_LABELS.get(name, name.replace("_", " "))
+    style = {"description_width": "110px"}
+    if name in family.choices:
+        return widgets.Dropdown(
+            options=family.choices[name], value=value, description=label, style=style
+        )
+    if isinstance(value, bool):
+        return widgets.Checkbox(value=value, description=label, style=style)
+    if isinstance(value, int):
+        return widgets.BoundedIntText(value=value, min=0, max=10**8, description=label, style=style)
+    return widgets.Text(value=str(value), description=label, style=style)
+
+
+class ParameterExplorer(widgets.VBox):
+    """Family, model class, preset and size fields -> stacked bar and exact table."""
+
+    def __init__(
+        self, family: str = "bert", model_class: str | None = None, preset: str | None = None
+    ) -> None:
+        super().__init__()
+        self.family_select = widgets.Dropdown(
+            options=list(PARAMETER_FAMILIES), description="family"
+        )
+        self.model_class_select = widgets.Dropdown(description="model")
+        self.preset_select = widgets.Dropdown(description="preset")
+        self.fields: dict[str, Any] = {}
+        self.fields_box = widgets.GridBox(
+            layout=widgets.Layout(grid_template_columns="repeat(3, 300px)")
+        )
+        self.image = widgets.Image(format="png")
+        self.table = widgets.HTML()
+        self.status = widgets.HTML()
+        self.config: Any = None
+        self.counts: dict[str, int] | None = None
+        self._busy = False
+        self.children = [
+            widgets.HBox([self.family_select, self.model_class_select, self.preset_select]),
+            self.fields_box,
+            self.status,
+            widgets.HBox([self.image, self.table]),
+        ]
+        self.set_family(family, model_class=model_class, preset=preset)
+        self.family_select.observe(lambda c: self.set_family(c["new"]), names="value")
+        self.model_class_select.observe(lambda c: self.recompute(), names="value")
+        self.preset_select.observe(self._on_preset, names="value")
+
+    @property
+    def family(self) -> ParameterFamily:
+        return PARAMETER_FAMILIES[self.family_select.value]
+
+    def set_family(
+        self, name: str, model_class: str | None = None, preset: str | None = None
+    ) -> None:
+        """Switch family: rebuild the fields from its config, pick a preset, recount."""
+        if name not in PARAMETER_FAMILIES:
+            raise ValueError(
+                f"family {name!r} is not registered; registered: {list(PARAMETER_FAMILIES)}."
+            )
+        family = PARAMETER_FAMILIES[name]
+        presets = list(family.presets)
+        if preset is not None and preset not in presets:
+            raise ValueError(f"unknown preset {preset!r} for {name}; choose from {presets}.")
+        if model_class is not None and model_class not in family.model_classes:
+            raise ValueError(
+                f"unknown model class {model_class!r} for {name}; choose from "
+                f"{list(family.model_classes)}."
+            )
+        self._busy = True  # several controls change; count once at the end
+        try:
+            self.family_select.value = name
+            self.model_class_select.options = family.model_classes
+            self.model_class_select.value = model_class or family.model_classes[0]
+            self.preset_select.options = [CUSTOM, *presets]
+            preset = preset or (presets[0] if presets else None)
+            config = family.config_from_preset(preset) if preset else family.config_class()
+            self.fields = {f: _field_widget(family, f, getattr(config, f)) for f in family.fields}
+            for control in self.fields.values():
+                control.observe(self._on_field, names="value")
+            self.fields_box.children = list(self.fields.values())
+            self.preset_select.value = preset or CUSTOM
+        finally:
+            self._busy = False
+        self.recompute()
+
+    def _on_preset(self, change: Any) -> None:
+        if self._busy or change["new"] == CUSTOM:
+            return
+        config = self.family.config_from_preset(change["new"])
+        self._busy = True
+        try:
+            for name, control in self.fields.items():
+                control.value = getattr(config, name)
+        finally:
+            self._busy = False
+        self.recompute()
+
+    def _on_field(self, change: Any) -> None:
+        if self._busy:
+            return
+        self._busy = True  # the fields no longer match a preset (unless they do)
+        try:
+            self.preset_select.value = self._matching_preset()
+        finally:
+            self._busy = False
+        self.recompute()
+
+    def _matching_preset(self) -> str:
+        for preset in self.family.presets:
+            config = self.family.config_from_preset(preset)
+            if all(getattr(config, f) == c.value for f, c in self.fields.items()):
+                return preset
+        return CUSTOM
+
+    def values(self) -> dict[str, Any]:
+        return {name: control.value for name, control in self.fields.items()}
+
+    def recompute(self) -> None:
+        """Build the config from the fields and recount; show the error if it is invalid."""
+        if self._busy:
+            return
+        family = self.family
+        try:
+            config = family.config_class(**self.values())
+            counts = dict(family.count(config, self.model_class_select.value))
+            label = self.model_class_select.value
+            png = figure_to_png(plot_parameter_breakdown({label: counts}))
+        except (ValueError, TypeError) as error:
+            self.status.value = (
+                f"<span style='color:#b00'>{html.escape(str(error))}</span> "
+                "(the chart still shows the last valid configuration)"
+            )
+            return
+        self.config, self.counts = config, counts
+        self.status.value = ""
+        self.image.value = png
+        self.table.value = _counts_table(counts)
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        # The PNG is what GitHub / nbconvert show when the widget is not live.
+        data = super()._repr_mimebundle_(**kwargs)
+        data["image/png"] = png_base64(self.image.value)
+        return data
+
+
+def _counts_table(counts: Mapping[str, int]) -> str:
+    total = int(counts["total"])
+    rows = "".join(
+        f"<tr><td>{html.escape(k.replace('_', ' '))}</td><td style='text-align:right'>"
+        f"{int(v):,}</td><td style='text-align:right'>{100 * int(v) / max(total, 1):.1f}%</td></tr>"
+        for k, v in counts.items()
+        if k != "total"
+    )
+    return (
+        f"<table>{rows}<tr><th>total</th><th style='text-align:right'>{total:,}</th>"
+        f"<th></th></tr></table>"
+    )
+
+
+def parameter_explorer(
+    family: str = "bert", model_class: str | None = None, preset: str | None = None
+) -> ParameterExplorer:
+    """An ipywidgets panel: change sizes, see where the parameters go (exact counts).
+
+    The returned widget exposes `.fields` (name -> control), `.config`, `.counts`, `.status`.
+    """
+    return ParameterExplorer(family, model_class, preset)

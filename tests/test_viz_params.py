@@ -1,0 +1,240 @@
+"""Parameter-count explorer: registry, widget callbacks and the stacked-bar breakdown."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import ClassVar
+
+import pytest
+
+from course_lib import BertConfig
+from course_lib.viz import params
+from course_lib.viz.params import (
+    CUSTOM,
+    PARAMETER_FAMILIES,
+    format_count,
+    parameter_explorer,
+    plot_parameter_breakdown,
+    register_family,
+)
+
+
+def hand_count(config: BertConfig, model_class: str = "BertModel") -> dict[str, int]:
+    """BERT counted by hand, independently of course_lib.counting (no heads)."""
+    h, i, n = config.hidden_size, config.intermediate_size, config.num_hidden_layers
+    counts = {
+        "embeddings": (config.vocab_size + config.max_position_embeddings + config.type_vocab_size)
+        * h,
+        "attention": n * 4 * (h * h + h),
+        "feed_forward": n * (2 * h * i + i + h),
+        "layer_norm": 2 * h * (2 * n + 1),
+        "pooler": h * h + h,
+        "heads": 0 if model_class == "BertModel" else 2 * h + 2,  # pretend: an NSP head only
+    }
+    counts["total"] = sum(counts.values())
+    return counts
+
+
+@pytest.fixture
+def families(monkeypatch):
+    """The registry with BERT counted by `hand_count` (calls recorded); restored afterwards."""
+    calls: list[tuple[BertConfig, str]] = []
+
+    def counting(config, model_class):
+        calls.append((config, model_class))
+        return hand_count(config, model_class)
+
+    saved = dict(PARAMETER_FAMILIES)
+    monkeypatch.setitem(
+        PARAMETER_FAMILIES, "bert", dataclasses.replace(PARAMETER_FAMILIES["bert"], count=counting)
+    )
+    yield calls
+    PARAMETER_FAMILIES.clear()
+    PARAMETER_FAMILIES.update(saved)
+
+
+def test_registry_lists_bert_with_its_size_fields():
+    bert = PARAMETER_FAMILIES["bert"]
+    assert bert.config_class is BertConfig
+    assert bert.model_classes[0] == "BertModel" and "BertForPreTraining" in bert.model_classes
+    assert bert.fields[:4] == (
+        "num_hidden_layers",
+        "hidden_size",
+        "num_attention_heads",
+        "intermediate_size",
+    )
+    assert "pre_layer_norm" in bert.fields  # bool fields come along (they can change the count)
+    assert "hidden_dropout_prob" not in bert.fields
+    assert set(bert.presets) == set(BertConfig.presets)
+
+
+def test_widget_shows_the_counts_of_the_preset(families):
+    widget = parameter_explorer("bert", preset="bert-mini")
+    config = BertConfig.from_preset("bert-mini")
+    assert widget.preset_select.value == "bert-mini"
+    assert (
+        widget.fields["hidden_size"].value == 256 and widget.fields["num_hidden_layers"].value == 4
+    )
+    assert widget.counts == hand_count(config)
+    assert families[-1] == (config, "BertModel")
+    assert f"{hand_count(config)['total']:,}" in widget.table.value
+    assert widget.image.value[:4] == b"\x89PNG"
+    assert list(widget.family_select.options) == list(PARAMETER_FAMILIES)
+
+
+def test_field_change_recounts_and_leaves_the_preset(families):
+    widget = parameter_explorer("bert", preset="bert-tiny")
+    before = widget.image.value
+    widget.fields["num_hidden_layers"].value = 6
+    assert widget.preset_select.value == CUSTOM
+    assert widget.config.num_hidden_layers == 6
+    assert widget.counts == hand_count(BertConfig.from_preset("bert-tiny", num_hidden_layers=6))
+    assert widget.image.value != before
+    # Editing the fields back to a preset's values selects that preset again.
+    widget.fields["num_hidden_layers"].value = 2
+    assert widget.preset_select.value == "bert-tiny"
+
+
+def test_preset_change_sets_every_field_and_counts_once(families):
+    widget = parameter_explorer("bert", preset="bert-tiny")
+    n_calls = len(families)
+    widget.preset_select.value = "bert-base"
+    assert len(families) == n_calls + 1  # one recount, not one per field
+    assert widget.values()["hidden_size"] == 768 and widget.values()["num_attention_heads"] == 12
+    assert widget.counts["total"] == hand_count(BertConfig.from_preset("bert-base"))["total"]
+
+
+def test_invalid_config_shows_the_error_and_keeps_the_last_counts(families):
+    widget = parameter_explorer("bert", preset="bert-tiny")
+    counts, image = widget.counts, widget.image.value
+    widget.fields["num_attention_heads"].value = 3
+    assert "not divisible by num_attention_heads=3" in widget.status.value
+    assert widget.counts == counts and widget.image.value == image
+    widget.fields["num_attention_heads"].value = 4
+    assert widget.status.value == ""
+    assert widget.config.num_attention_heads == 4
+
+
+def test_model_class_is_passed_to_the_counter(families):
+    widget = parameter_explorer("bert", preset="bert-tiny")
+    widget.model_class_select.value = "BertForPreTraining"
+    assert families[-1][1] == "BertForPreTraining"
+    assert widget.counts["heads"] == 2 * 128 + 2
+    with pytest.raises(ValueError, match="unknown model class 'GPT2Model'"):
+        parameter_explorer("bert", model_class="GPT2Model")
+    with pytest.raises(ValueError, match="unknown preset 'bert-huge'"):
+        parameter_explorer("bert", preset="bert-huge")
+    with pytest.raises(ValueError, match="family 'gpt' is not registered"):
+        parameter_explorer("gpt")
+
+
+@dataclass
+class ToyConfig:
+    """A second family, to prove that one register_family line is enough."""
+
+    vocab_size: int = 100
+    hidden_size: int = 8
+    embedding_size: int = 4
+    sharing: str = "all"
+    model_type: ClassVar[str] = "toy"
+
+
+def toy_count(config: ToyConfig, model_class: str) -> dict[str, int]:
+    embeddings = (
+        config.vocab_size * config.embedding_size + config.embedding_size * config.hidden_size
+    )
+    attention = (1 if config.sharing == "all" else 3) * 4 * config.hidden_size**2
+    return {"embeddings": embeddings, "attention": attention, "total": embeddings + attention}
+
+
+def test_a_registered_family_appears_and_switching_rebuilds_the_fields(families):
+    register_family(
+        "toy", ToyConfig, ("ToyModel",), count=toy_count, choices={"sharing": ("all", "none")}
+    )
+    widget = parameter_explorer("bert")
+    assert "toy" in widget.family_select.options
+    widget.family_select.value = "toy"
+    assert list(widget.fields) == ["hidden_size", "vocab_size", "embedding_size", "sharing"]
+    assert list(widget.preset_select.options) == [CUSTOM]
+    assert widget.counts == toy_count(ToyConfig(), "ToyModel")
+    widget.fields["sharing"].value = "none"  # a dropdown, from `choices`
+    assert widget.counts["attention"] == 3 * 4 * 64
+    widget.fields["embedding_size"].value = 2
+    assert widget.counts["embeddings"] == 100 * 2 + 2 * 8
+
+
+def test_register_family_checks_its_arguments():
+    with pytest.raises(ValueError, match=r"ToyConfig has no fields \['depth'\]"):
+        register_family("bad", ToyConfig, ("ToyModel",), fields=["depth"])
+    with pytest.raises(TypeError, match="not a dataclass"):
+        register_family("bad", dict, ("X",))
+    with pytest.raises(ValueError, match="at least one model class"):
+        register_family("bad", ToyConfig, ())
+    assert "bad" not in PARAMETER_FAMILIES
+
+
+def test_widget_output_has_a_png_fallback(families):
+    bundle = parameter_explorer()._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert bundle["image/png"].startswith("iVBORw0KGgo")  # base64 of the PNG signature
+
+
+def test_breakdown_bars_are_the_counts():
+    tiny, base = (hand_count(BertConfig.from_preset(n)) for n in ("bert-tiny", "bert-base"))
+    fig = plot_parameter_breakdown({"tiny": tiny, "base": base})
+    ax = fig.axes[0]
+    components = ["embeddings", "attention", "feed_forward", "layer_norm", "pooler", "heads"]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+        c.replace("_", " ") for c in components
+    ]
+    bars = ax.patches
+    assert len(bars) == 2 * len(components)
+    # Bars go component by component, one per model; widths are the counts, stacked left to right.
+    for k, component in enumerate(components):
+        for m, counts in enumerate((tiny, base)):
+            bar = bars[2 * k + m]
+            assert bar.get_width() == counts[component]
+            assert bar.get_x() == sum(counts[c] for c in components[:k])
+    labels = [t.get_text().strip() for t in ax.texts]
+    assert labels == [
+        f"{format_count(tiny['total'])} ({tiny['total']:,})",
+        f"{format_count(base['total'])} ({base['total']:,})",
+    ]
+
+
+def test_normalised_breakdown_adds_up_to_100():
+    fig = plot_parameter_breakdown(
+        {"tiny": hand_count(BertConfig.from_preset("bert-tiny"))}, normalize=True
+    )
+    ax = fig.axes[0]
+    assert sum(bar.get_width() for bar in ax.patches) == pytest.approx(100.0)
+    assert ax.get_xlabel() == "share of parameters (%)"
+
+
+def test_breakdown_rejects_inconsistent_counts():
+    with pytest.raises(ValueError, match="add up to 30 but total is 31"):
+        plot_parameter_breakdown({"m": {"embeddings": 10, "attention": 20, "total": 31}})
+    with pytest.raises(ValueError, match="need a 'total' key"):
+        plot_parameter_breakdown({"m": {"embeddings": 10}})
+    with pytest.raises(ValueError, match="nothing to plot"):
+        plot_parameter_breakdown({})
+
+
+def test_format_count():
+    assert [format_count(n) for n in (999, 4386, 110_106_428, 1.2e9)] == [
+        "999",
+        "4.4K",
+        "110.1M",
+        "1.2B",
+    ]
+
+
+def test_default_counter_is_course_lib_count_parameters():
+    counting = pytest.importorskip("course_lib.counting")
+    config = BertConfig.from_preset("bert-tiny")
+    assert PARAMETER_FAMILIES["bert"].count is params._course_count
+    widget = parameter_explorer("bert", preset="bert-tiny", model_class="BertForMaskedLM")
+    assert widget.counts == counting.count_parameters(config, model_class="BertForMaskedLM")
+    hand = hand_count(config)  # BertModel by hand; the MLM model has no pooler
+    assert widget.counts["total"] - widget.counts["heads"] == hand["total"] - hand["pooler"]
