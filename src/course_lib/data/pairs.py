@@ -1,0 +1,410 @@
+"""Pre-training examples from documents: NSP, SOP, RoBERTa's input formats, plain blocks.
+
+Each builder tokenizes every sentence once, then assembles examples as dicts of Python lists
+(`input_ids`, `token_type_ids`, `word_ids` and, for pair tasks, `next_sentence_label` or
+`sentence_order_label`). Masking happens later, in the collator, so the same examples can be
+masked statically (once) or dynamically (every epoch).
+
+- NSP (BERT): segment A, then 50% its real continuation (label 0), 50% text from another
+  document (label 1). 10% of examples aim at a shorter random length, so the model also
+  sees short inputs (BERT's `short_seq_prob`).
+- SOP (ALBERT): two consecutive segments of one document, in order (0) or swapped (1).
+- RoBERTa's formats: segment-pair (= NSP), sentence-pair (single sentences + NSP),
+  full-sentences (packed sentences that may cross documents, a separator between
+  documents) and doc-sentences (packed, never crossing a document).
+"""
+
+from __future__ import annotations
+
+import random
+import warnings
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from course_lib.data.corpus import Corpus, Document
+from course_lib.tokenization.tokenizer import NO_WORD, CourseTokenizer
+
+# A tokenized sentence or segment: (token ids, word ids), kept side by side.
+Segment = tuple[list[int], list[int]]
+FORMATS = ("segment-pair", "sentence-pair", "full-sentences", "doc-sentences")
+OBJECTIVES = ("mlm", "mlm+nsp", "mlm+sop")
+
+
+class Examples(list):
+    """A list of example dicts that also says what was skipped and why (`counts`)."""
+
+    def __init__(self, items: Iterable[dict[str, Any]] = (), skipped: int = 0,
+                 counts: dict[str, int] | None = None) -> None:
+        super().__init__(items)
+        self.skipped = skipped
+        self.counts = dict(counts or {})
+
+
+# ----- shared helpers -------------------------------------------------------------------------
+
+
+def _sentences_of(documents: Sequence[Document] | Sequence[Sequence[str]]) -> list[list[str]]:
+    if isinstance(documents, Corpus):
+        raise TypeError("Pass corpus.train (or corpus.validation), not the Corpus itself.")
+    if isinstance(documents, str):
+        raise TypeError("Pass a list of documents, not a string.")
+    docs = [list(d.sentences) if hasattr(d, "sentences") else list(d) for d in documents]
+    if not docs:
+        raise ValueError("No documents given: the corpus split is empty. Check the loader.")
+    return docs
+
+
+def tokenize_documents(
+    documents: Sequence[Document] | Sequence[Sequence[str]], tokenizer: CourseTokenizer
+) -> tuple[list[list[Segment]], int]:
+    """Tokenize every sentence in one batched call; returns (documents, empty sentences).
+
+    Sentences that tokenize to nothing (e.g. only control characters) are left out and
+    counted.
+    """
+    docs = _sentences_of(documents)
+    flat = [s for d in docs for s in d]
+    pieces = iter(tokenizer.encode_pieces(flat))
+    out, empty = [], 0
+    for doc in docs:
+        segments = [next(pieces) for _ in doc]
+        empty += sum(1 for ids, _ in segments if not ids)
+        out.append([seg for seg in segments if seg[0]])
+    return out, empty
+
+
+def _concat(segments: Sequence[Segment]) -> Segment:
+    """Join sentences into one segment, renumbering words so they stay distinct."""
+    ids: list[int] = []
+    words: list[int] = []
+    offset = 0  # first free word id
+    for seg_ids, seg_words in segments:
+        ids.extend(seg_ids)
+        words.extend(w + offset if w >= 0 else w for w in seg_words)
+        offset += max(seg_words, default=-1) + 1
+    return ids, words
+
+
+def _truncate_pair(a: Segment, b: Segment, budget: int, rng: random.Random) -> int:
+    """BERT's truncate_seq_pair: trim the longer segment, from its front or back at random.
+
+    Random sides avoid always cutting sentence ends; both segments keep >= 1 token.
+    Returns how many tokens were removed.
+    """
+    removed = 0
+    while len(a[0]) + len(b[0]) > budget:
+        longer = a if len(a[0]) > len(b[0]) else b
+        index = 0 if rng.random() < 0.5 else -1
+        del longer[0][index], longer[1][index]
+        removed += 1
+    return removed
+
+
+def _example(tokenizer: CourseTokenizer, a: Segment, b: Segment | None = None,
+             **labels: int) -> dict[str, Any]:
+    input_ids, types = tokenizer.build_inputs_with_special_tokens(
+        a[0], None if b is None else b[0]
+    )
+    word_ids = tokenizer.build_word_ids(a[1], None if b is None else b[1])
+    return {"input_ids": input_ids, "token_type_ids": types, "word_ids": word_ids, **labels}
+
+
+def _budget(tokenizer: CourseTokenizer, max_length: int, pair: bool) -> int:
+    """Tokens left for text after the specials; errors if it cannot hold a minimal example."""
+    n_special = tokenizer.num_special_tokens_to_add(pair=pair)
+    need = 2 if pair else 1
+    if max_length - n_special < need:
+        what = "two segments" if pair else "one token"
+        raise ValueError(
+            f"max_length={max_length} cannot hold {what} plus {n_special} special tokens; "
+            f"use max_length >= {n_special + need} (BERT used 128 and 512)."
+        )
+    return max_length - n_special
+
+
+def _multi_sentence_docs(docs: list[list[Segment]], task: str) -> tuple[list[list[Segment]], int]:
+    """Keep documents with >= 2 sentences (pairs need two); warn with the count of others."""
+    kept = [d for d in docs if len(d) >= 2]
+    skipped = len(docs) - len(kept)
+    if not kept:
+        raise ValueError(
+            f"{task} needs documents with at least two sentences, but all {len(docs)} "
+            "document(s) have fewer. Split your text into sentences (one document per file "
+            "or block, several sentences each) or use objective='mlm'."
+        )
+    if skipped:
+        warnings.warn(
+            f"{task}: skipped {skipped} document(s) with fewer than two sentences.", stacklevel=3
+        )
+    return kept, skipped
+
+
+def _walk_chunks(
+    doc: list[Segment],
+    rng: random.Random,
+    max_tokens: int,
+    short_seq_prob: float,
+    emit: Callable[[list[Segment], int], int],
+) -> None:
+    """Cut a document into chunks of consecutive sentences, as BERT's data script does.
+
+    A chunk closes once it reaches the target length with >= 2 sentences, or at the end of
+    the document; it never leaves a lone last sentence behind. A share `short_seq_prob` of
+    targets is a random shorter length. `emit(chunk, target)` builds an example and returns
+    how many of the chunk's last sentences to read again (NSP does, when B came from
+    another document and the real continuation went unused).
+    """
+    def target() -> int:
+        return rng.randint(2, max_tokens) if rng.random() < short_seq_prob else max_tokens
+
+    goal = target()
+    chunk: list[Segment] = []
+    length, i = 0, 0
+    while i < len(doc):
+        chunk.append(doc[i])
+        length += len(doc[i][0])
+        remaining = len(doc) - i - 1
+        if remaining == 0 or (length >= goal and len(chunk) >= 2 and remaining != 1):
+            i -= emit(chunk, goal)
+            chunk, length, goal = [], 0, target()
+        i += 1
+
+
+# ----- NSP and SOP ----------------------------------------------------------------------------
+
+
+def make_nsp_examples(
+    documents: Sequence[Document] | Sequence[Sequence[str]],
+    tokenizer: CourseTokenizer,
+    max_length: int = 128,
+    seed: int = 0,
+    short_seq_prob: float = 0.1,
+) -> Examples:
+    """BERT's segment pairs with next_sentence_label (0 = B follows A, 1 = B is random).
+
+    B comes from another document half of the time (always when the chunk has only one
+    sentence; those are counted in `counts["forced_random_next"]`).
+    """
+    budget = _budget(tokenizer, max_length, pair=True)
+    tokenized, empty = tokenize_documents(documents, tokenizer)
+    docs, skipped = _multi_sentence_docs(tokenized, "NSP")
+    if len(docs) < 2:
+        raise ValueError(
+            "NSP needs at least two documents with two or more sentences (the random "
+            "segment B must come from another document); add documents or use 'mlm+sop'."
+        )
+    rng = random.Random(seed)
+    examples: list[dict[str, Any]] = []
+    counts = {"forced_random_next": 0, "truncated_tokens": 0, "empty_sentences": empty}
+    for d, doc in enumerate(docs):
+
+        def emit(chunk: list[Segment], goal: int, d: int = d) -> int:
+            a_end = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
+            a = _concat(chunk[:a_end])
+            put_back = 0
+            if len(chunk) == 1 or rng.random() < 0.5:
+                counts["forced_random_next"] += len(chunk) == 1
+                other = docs[(d + 1 + rng.randrange(len(docs) - 1)) % len(docs)]
+                parts: list[Segment] = []
+                for seg in other[rng.randrange(len(other)):]:
+                    parts.append(seg)
+                    if sum(len(p[0]) for p in parts) >= goal - len(a[0]):
+                        break
+                b, label = _concat(parts), 1
+                put_back = len(chunk) - a_end  # the unused real continuation is read again
+            else:
+                b, label = _concat(chunk[a_end:]), 0
+            counts["truncated_tokens"] += _truncate_pair(a, b, budget, rng)
+            examples.append(_example(tokenizer, a, b, next_sentence_label=label))
+            return put_back
+
+        _walk_chunks(doc, rng, budget, short_seq_prob, emit)
+    rng.shuffle(examples)
+    return Examples(examples, skipped=skipped, counts=counts)
+
+
+def make_sop_examples(
+    documents: Sequence[Document] | Sequence[Sequence[str]],
+    tokenizer: CourseTokenizer,
+    max_length: int = 128,
+    seed: int = 0,
+    short_seq_prob: float = 0.1,
+) -> Examples:
+    """ALBERT's sentence-order pairs: consecutive segments, sentence_order_label 1 if swapped."""
+    budget = _budget(tokenizer, max_length, pair=True)
+    tokenized, empty = tokenize_documents(documents, tokenizer)
+    docs, skipped = _multi_sentence_docs(tokenized, "SOP")
+    rng = random.Random(seed)
+    examples: list[dict[str, Any]] = []
+    counts = {"truncated_tokens": 0, "empty_sentences": empty}
+
+    def emit(chunk: list[Segment], goal: int) -> int:
+        a_end = rng.randint(1, len(chunk) - 1)  # chunks of a >= 2-sentence doc have >= 2
+        a, b = _concat(chunk[:a_end]), _concat(chunk[a_end:])
+        swapped = rng.random() < 0.5
+        if swapped:
+            a, b = b, a
+        counts["truncated_tokens"] += _truncate_pair(a, b, budget, rng)
+        examples.append(_example(tokenizer, a, b, sentence_order_label=int(swapped)))
+        return 0
+
+    for doc in docs:
+        _walk_chunks(doc, rng, budget, short_seq_prob, emit)
+    rng.shuffle(examples)
+    return Examples(examples, skipped=skipped, counts=counts)
+
+
+# ----- RoBERTa's input formats and plain MLM blocks -------------------------------------------
+
+
+def _sentence_pairs(docs: list[list[Segment]], tokenizer: CourseTokenizer, budget: int,
+                    seed: int, skipped: int, empty: int) -> Examples:
+    """Pairs of single sentences: the next one (0) or one from another document (1)."""
+    if len(docs) < 2:
+        raise ValueError(
+            "sentence-pair needs at least two documents with two or more sentences (random "
+            "sentences come from another document); add documents or use 'doc-sentences'."
+        )
+    rng = random.Random(seed)
+    examples: list[dict[str, Any]] = []
+    counts = {"truncated_tokens": 0, "empty_sentences": empty}
+    for d, doc in enumerate(docs):
+        i = 0
+        while i < len(doc) - 1:
+            a = (list(doc[i][0]), list(doc[i][1]))
+            if rng.random() < 0.5:
+                other = docs[(d + 1 + rng.randrange(len(docs) - 1)) % len(docs)]
+                seg = other[rng.randrange(len(other))]
+                b, label, step = (list(seg[0]), list(seg[1])), 1, 1  # doc[i+1] is read again
+            else:
+                b, label, step = (list(doc[i + 1][0]), list(doc[i + 1][1])), 0, 2
+            counts["truncated_tokens"] += _truncate_pair(a, b, budget, rng)
+            examples.append(_example(tokenizer, a, b, next_sentence_label=label))
+            i += step
+    rng.shuffle(examples)
+    return Examples(examples, skipped=skipped, counts=counts)
+
+
+def _packed(docs: list[list[Segment]], tokenizer: CourseTokenizer, budget: int,
+            cross_documents: bool, empty: int) -> Examples:
+    """Pack whole sentences into blocks of <= budget tokens (FULL-/DOC-SENTENCES).
+
+    Crossing a document boundary inserts one separator token. A sentence longer than a
+    block is split into block-sized pieces (counted), never dropped.
+    """
+    sep = tokenizer.sep_token_id
+    examples: list[dict[str, Any]] = []
+    counts = {"split_sentences": 0, "empty_sentences": empty}
+    block: list[Segment] = []
+    used = 0
+
+    def flush() -> None:
+        nonlocal block, used
+        if block:
+            examples.append(_example(tokenizer, _concat(block)))
+        block, used = [], 0
+
+    for doc in docs:
+        if block and cross_documents:
+            if used + 1 >= budget:  # no room for the separator plus text
+                flush()
+            else:
+                block.append(([sep], [NO_WORD]))
+                used += 1
+        for ids, words in doc:
+            if len(ids) > budget:
+                counts["split_sentences"] += 1
+            for start in range(0, len(ids), budget):
+                piece = (ids[start:start + budget], words[start:start + budget])
+                if used + len(piece[0]) > budget:
+                    flush()
+                block.append(piece)
+                used += len(piece[0])
+        if not cross_documents:
+            flush()
+    flush()
+    return Examples(examples, counts=counts)
+
+
+def make_format_examples(
+    documents: Sequence[Document] | Sequence[Sequence[str]],
+    tokenizer: CourseTokenizer,
+    max_length: int = 128,
+    format: str = "full-sentences",
+    seed: int = 0,
+    short_seq_prob: float = 0.0,
+) -> Examples:
+    """Examples in one of RoBERTa's four input formats (Liu et al. 2019, section 4.2).
+
+    "segment-pair" and "sentence-pair" carry next_sentence_label; the packed formats
+    ("full-sentences", "doc-sentences") are single segments for MLM only.
+    """
+    if format not in FORMATS:
+        raise ValueError(f"format={format!r} is unknown; use one of {FORMATS}.")
+    if format == "segment-pair":
+        return make_nsp_examples(documents, tokenizer, max_length, seed, short_seq_prob)
+    pair = format == "sentence-pair"
+    budget = _budget(tokenizer, max_length, pair=pair)
+    tokenized, empty = tokenize_documents(documents, tokenizer)
+    if pair:
+        docs, skipped = _multi_sentence_docs(tokenized, "sentence-pair")
+        return _sentence_pairs(docs, tokenizer, budget, seed, skipped, empty)
+    return _packed(tokenized, tokenizer, budget, format == "full-sentences", empty)
+
+
+def make_mlm_examples(
+    documents: Sequence[Document] | Sequence[Sequence[str]],
+    tokenizer: CourseTokenizer,
+    max_length: int = 128,
+    seed: int = 0,
+) -> Examples:
+    """Contiguous blocks of exactly max_length tokens (the last may be shorter), for MLM only.
+
+    Like transformers' run_mlm `group_texts`: all documents are concatenated with a separator
+    and cut regardless of sentence ends. The final partial block is kept, not dropped.
+    `seed` is unused (the blocks are deterministic) and kept for a uniform signature.
+    """
+    del seed
+    budget = _budget(tokenizer, max_length, pair=False)
+    tokenized, empty = tokenize_documents(documents, tokenizer)
+    stream = _concat([seg for doc in tokenized for seg in
+                      [*doc, ([tokenizer.sep_token_id], [NO_WORD])]][:-1])
+    examples = [
+        _example(tokenizer, (stream[0][i:i + budget], stream[1][i:i + budget]))
+        for i in range(0, len(stream[0]), budget)
+    ]
+    return Examples(examples, counts={"empty_sentences": empty})
+
+
+def build_pretraining_dataset(
+    corpus_documents: Sequence[Document] | Sequence[Sequence[str]],
+    tokenizer: CourseTokenizer,
+    objective: str = "mlm",
+    max_length: int = 128,
+    seed: int = 0,
+    format: str | None = None,
+) -> Examples:
+    """Examples for an objective: "mlm" (default format full-sentences, as RoBERTa),
+    "mlm+nsp" (segment-pair, as BERT; or sentence-pair) or "mlm+sop" (as ALBERT)."""
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective={objective!r} is unknown; use one of {OBJECTIVES}.")
+    if objective == "mlm+sop":
+        if format not in (None, "sop"):
+            raise ValueError(f"objective='mlm+sop' builds its own pairs; drop format={format!r}.")
+        return make_sop_examples(corpus_documents, tokenizer, max_length, seed)
+    if objective == "mlm+nsp":
+        format = format or "segment-pair"
+        if format not in ("segment-pair", "sentence-pair"):
+            raise ValueError(
+                f"objective='mlm+nsp' needs a pair format, not {format!r}; use 'segment-pair' "
+                "or 'sentence-pair' (or objective='mlm' for packed formats)."
+            )
+        short = 0.1 if format == "segment-pair" else 0.0
+        return make_format_examples(corpus_documents, tokenizer, max_length, format, seed, short)
+    format = format or "full-sentences"
+    if format == "blocks":
+        return make_mlm_examples(corpus_documents, tokenizer, max_length, seed)
+    examples = make_format_examples(corpus_documents, tokenizer, max_length, format, seed)
+    for example in examples:  # MLM alone: a pair format without its NSP label
+        example.pop("next_sentence_label", None)
+    return examples

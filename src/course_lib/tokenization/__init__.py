@@ -1,0 +1,20 @@
+"""Tokenizers for the three subword families, trained live with HF `tokenizers`.
+
+    from course_lib.tokenization import train_tokenizer
+    tok = train_tokenizer("bert", corpus.texts(), vocab_size=8000)   # WordPiece
+    tok.encode("Hello world", "Second segment")   # input_ids, token_type_ids, word_ids, ...
+"""
+
+from course_lib.tokenization.families import FAMILY_ALIASES, SPECIALS, canonical_family
+from course_lib.tokenization.tokenizer import NO_WORD, CourseTokenizer, truncate_longest_first
+from course_lib.tokenization.train import train_tokenizer
+
+__all__ = [
+    "FAMILY_ALIASES",
+    "NO_WORD",
+    "SPECIALS",
+    "CourseTokenizer",
+    "canonical_family",
+    "train_tokenizer",
+    "truncate_longest_first",
+]

@@ -1,0 +1,339 @@
+"""`CourseTokenizer`: one interface over a trained (or loaded) HF `tokenizers.Tokenizer`.
+
+Special tokens are added here, not by the Rust post-processor, so the pair builders in
+`course_lib.data.pairs` can assemble already-tokenized segments with exactly the same layout
+(`build_inputs_with_special_tokens`). Word ids travel with the tokens: whole-word masking
+needs to know which pieces belong to one word.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from tokenizers import Tokenizer
+
+from course_lib.tokenization.families import (
+    MODEL_TYPE_TO_FAMILY,
+    SPECIAL_ALTERNATIVES,
+    SPECIALS,
+    canonical_family,
+)
+
+# Word id used for special tokens and padding (a real word id is >= 0).
+NO_WORD = -1
+
+
+def truncate_longest_first(a: list[Any], b: list[Any] | None, budget: int) -> int:
+    """Cut tokens off the end of the longer segment until both fit in `budget`.
+
+    Works in place on `a` and `b` (and returns how many tokens were removed), like
+    transformers' truncation="longest_first": both segments survive as long as possible.
+    """
+    removed = 0
+    while len(a) + (len(b) if b is not None else 0) > budget:
+        if b is not None and len(b) > len(a):
+            b.pop()
+        else:
+            a.pop()
+        removed += 1
+    return removed
+
+
+class CourseTokenizer:
+    """A WordPiece, byte-level BPE or Unigram tokenizer with BERT/RoBERTa/ALBERT layouts."""
+
+    def __init__(self, tokenizer: Tokenizer, family: str) -> None:
+        self.family = canonical_family(family)
+        self.backend = tokenizer
+        # The Rust post-processor stays set (for transformers), but we add specials ourselves.
+        self.backend.no_truncation()
+        self.backend.no_padding()
+        roles = SPECIALS[self.family].as_dict
+        self._special_tokens: dict[str, str] = {}
+        for role, token in roles.items():
+            candidates = (token, *SPECIAL_ALTERNATIVES.get(role, ()))
+            found = next((t for t in candidates if tokenizer.token_to_id(t) is not None), None)
+            if found is None:
+                raise ValueError(
+                    f"This {self.family} tokenizer has no {role} token (looked for "
+                    f"{candidates}); pass the right family=... or add the token."
+                )
+            self._special_tokens[role] = found
+
+    # ----- special tokens --------------------------------------------------------------------
+
+    def _id(self, role: str) -> int:
+        return int(self.backend.token_to_id(self._special_tokens[role]))
+
+    @property
+    def pad_token_id(self) -> int:
+        return self._id("pad")
+
+    @property
+    def unk_token_id(self) -> int:
+        return self._id("unk")
+
+    @property
+    def cls_token_id(self) -> int:
+        """[CLS] for BERT/ALBERT, <s> for RoBERTa."""
+        return self._id("cls")
+
+    @property
+    def sep_token_id(self) -> int:
+        """[SEP] for BERT/ALBERT, </s> for RoBERTa."""
+        return self._id("sep")
+
+    @property
+    def mask_token_id(self) -> int:
+        return self._id("mask")
+
+    @property
+    def mask_token(self) -> str:
+        return self._special_tokens["mask"]
+
+    @property
+    def pad_token(self) -> str:
+        return self._special_tokens["pad"]
+
+    @property
+    def special_tokens(self) -> dict[str, str]:
+        """Role -> token string, e.g. {"cls": "[CLS]", ...}."""
+        return dict(self._special_tokens)
+
+    @property
+    def special_ids(self) -> list[int]:
+        """Ids never masked nor used as random replacements: the five roles + added specials."""
+        ids = {self._id(role) for role in self._special_tokens}
+        ids |= {i for i, tok in self.backend.get_added_tokens_decoder().items() if tok.special}
+        return sorted(ids)
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.backend.get_vocab_size(with_added_tokens=True))
+
+    def __len__(self) -> int:
+        return self.vocab_size
+
+    def num_special_tokens_to_add(self, pair: bool = False) -> int:
+        """2 for one segment; 3 for a pair ([CLS] A [SEP] B [SEP]), 4 for RoBERTa's pair."""
+        return len(self.build_inputs_with_special_tokens([], [] if pair else None)[0])
+
+    # ----- layouts ---------------------------------------------------------------------------
+
+    def build_inputs_with_special_tokens(
+        self, ids_a: Sequence[int], ids_b: Sequence[int] | None = None
+    ) -> tuple[list[int], list[int]]:
+        """Add the family's specials around one or two segments; returns (input_ids, types).
+
+        BERT/ALBERT: [CLS] A [SEP] B [SEP] with token_type_ids 0...0 1...1.
+        RoBERTa: <s> A </s></s> B </s> with token_type_ids all 0 (it has no segment embedding).
+        """
+        cls, sep = self.cls_token_id, self.sep_token_id
+        input_ids = [cls, *ids_a, sep]
+        types = [0] * len(input_ids)
+        if ids_b is not None:
+            if self.family == "bpe":
+                tail = [sep, *ids_b, sep]
+                types += [0] * len(tail)
+            else:
+                tail = [*ids_b, sep]
+                types += [1] * len(tail)
+            input_ids += tail
+        return input_ids, types
+
+    def build_word_ids(
+        self, word_ids_a: Sequence[int], word_ids_b: Sequence[int] | None = None
+    ) -> list[int]:
+        """Word ids laid out like `build_inputs_with_special_tokens`; specials get -1.
+
+        Segment B's word ids are shifted past A's, so no word spans the two segments.
+        """
+        offset = max(word_ids_a, default=-1) + 1
+        b = [w + offset if w >= 0 else w for w in word_ids_b] if word_ids_b is not None else None
+        layout = [NO_WORD, *word_ids_a, NO_WORD]
+        if b is not None:
+            layout += ([NO_WORD] if self.family == "bpe" else []) + [*b, NO_WORD]
+        return layout
+
+    # ----- encoding --------------------------------------------------------------------------
+
+    def encode_pieces(self, texts: Sequence[str]) -> list[tuple[list[int], list[int]]]:
+        """(ids, word ids) per text, without special tokens; batched in Rust for speed."""
+        encodings = self.backend.encode_batch(list(texts), add_special_tokens=False)
+        return [
+            (list(e.ids), [w if w is not None else NO_WORD for w in e.word_ids])
+            for e in encodings
+        ]
+
+    def _assemble(
+        self,
+        a: tuple[list[int], list[int]],
+        b: tuple[list[int], list[int]] | None,
+        max_length: int | None,
+        truncation: bool,
+        add_special_tokens: bool,
+    ) -> dict[str, list[int]]:
+        ids_a, words_a = list(a[0]), list(a[1])
+        ids_b, words_b = (list(b[0]), list(b[1])) if b is not None else (None, None)
+        if max_length is not None:
+            n_special = self.num_special_tokens_to_add(b is not None) if add_special_tokens else 0
+            budget = max_length - n_special
+            if budget < (2 if b is not None else 1):
+                raise ValueError(
+                    f"max_length={max_length} cannot hold {'two segments' if b else 'any token'} "
+                    f"plus {n_special} special tokens; use max_length >= "
+                    f"{n_special + (2 if b is not None else 1)}."
+                )
+            if truncation:
+                truncate_longest_first(ids_a, ids_b, budget)
+                truncate_longest_first(words_a, words_b, budget)
+        if add_special_tokens:
+            input_ids, types = self.build_inputs_with_special_tokens(ids_a, ids_b)
+            word_ids = self.build_word_ids(words_a, words_b)
+        else:
+            input_ids = ids_a + (ids_b or [])
+            types = [0] * len(ids_a) + [1 if self.family != "bpe" else 0] * len(ids_b or [])
+            offset = max(words_a, default=-1) + 1
+            word_ids = words_a + [w + offset for w in (words_b or [])]
+        return {
+            "input_ids": input_ids,
+            "token_type_ids": types,
+            "attention_mask": [1] * len(input_ids),
+            "word_ids": word_ids,
+        }
+
+    def encode(
+        self,
+        text: str,
+        text_pair: str | None = None,
+        max_length: int | None = None,
+        truncation: bool = True,
+        add_special_tokens: bool = True,
+    ) -> dict[str, list[int]]:
+        """Tokenize one text (or pair): input_ids, token_type_ids, attention_mask, word_ids."""
+        texts = [text] if text_pair is None else [text, text_pair]
+        pieces = self.encode_pieces(texts)
+        b = pieces[1] if text_pair is not None else None
+        return self._assemble(pieces[0], b, max_length, truncation, add_special_tokens)
+
+    def batch_encode(
+        self,
+        texts: Sequence[str],
+        text_pairs: Sequence[str] | None = None,
+        max_length: int | None = None,
+        padding: bool = True,
+        truncation: bool = True,
+        return_tensors: str | None = "pt",
+    ) -> dict[str, Any]:
+        """Encode many texts; pad to the longest (pad id, mask 0, word id -1) as tensors."""
+        if isinstance(texts, str):
+            raise TypeError("batch_encode takes a list of texts; use encode() for one text.")
+        if text_pairs is not None and len(text_pairs) != len(texts):
+            raise ValueError(f"Got {len(texts)} texts but {len(text_pairs)} text_pairs.")
+        pieces_a = self.encode_pieces(texts)
+        pieces_b = self.encode_pieces(text_pairs) if text_pairs is not None else None
+        rows = [
+            self._assemble(a, pieces_b[i] if pieces_b else None, max_length, truncation, True)
+            for i, a in enumerate(pieces_a)
+        ]
+        keys = ("input_ids", "token_type_ids", "attention_mask", "word_ids")
+        if return_tensors is None and not padding:
+            return {k: [r[k] for r in rows] for k in keys}
+        if return_tensors not in (None, "pt"):
+            raise ValueError(f"return_tensors={return_tensors!r} is unsupported; use 'pt' or None.")
+        if not padding and len({len(r["input_ids"]) for r in rows}) > 1:
+            raise ValueError("Texts have different lengths; tensors need padding=True.")
+        width = max((len(r["input_ids"]) for r in rows), default=0)
+        fill = {"input_ids": self.pad_token_id, "token_type_ids": 0, "attention_mask": 0,
+                "word_ids": NO_WORD}
+        padded = {k: [r[k] + [fill[k]] * (width - len(r[k])) for r in rows] for k in keys}
+        if return_tensors is None:
+            return padded
+        return {k: torch.tensor(v, dtype=torch.long).reshape(len(rows), width)
+                for k, v in padded.items()}
+
+    def tokenize(self, text: str) -> list[str]:
+        """Subword strings of a text, without special tokens."""
+        return list(self.backend.encode(text, add_special_tokens=False).tokens)
+
+    def decode(self, ids: Sequence[int] | torch.Tensor, skip_special_tokens: bool = True) -> str:
+        if isinstance(ids, torch.Tensor):
+            ids = ids.tolist()
+        return self.backend.decode(list(ids), skip_special_tokens=skip_special_tokens)
+
+    def convert_ids_to_tokens(self, ids: int | Sequence[int]) -> str | list[str]:
+        if isinstance(ids, int):
+            return self.backend.id_to_token(ids)
+        return [self.backend.id_to_token(int(i)) for i in ids]
+
+    def convert_tokens_to_ids(self, tokens: str | Sequence[str]) -> int | list[int]:
+        """Unknown tokens map to the unk id, as in transformers."""
+        def one(token: str) -> int:
+            found = self.backend.token_to_id(token)
+            return self.unk_token_id if found is None else int(found)
+
+        return one(tokens) if isinstance(tokens, str) else [one(t) for t in tokens]
+
+    def get_vocab(self) -> dict[str, int]:
+        return self.backend.get_vocab(with_added_tokens=True)
+
+    # ----- persistence -----------------------------------------------------------------------
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write tokenizer.json (into a folder, or to a path ending in .json); returns the file."""
+        target = Path(path)
+        if target.suffix != ".json":
+            target.mkdir(parents=True, exist_ok=True)
+            target = target / "tokenizer.json"
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+        self.backend.save(str(target))
+        return target
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str], family: str | None = None) -> CourseTokenizer:
+        """Load what `save` wrote (a folder with tokenizer.json, or the file itself)."""
+        target = Path(path)
+        if target.is_dir():
+            target = target / "tokenizer.json"
+        return cls.from_file(target, family=family)
+
+    @classmethod
+    def from_file(
+        cls, tokenizer_json_path: str | os.PathLike[str], family: str | None = None
+    ) -> CourseTokenizer:
+        """Wrap any tokenizer.json, e.g. bert-base-uncased's; family inferred from its model."""
+        path = Path(tokenizer_json_path)
+        if not path.is_file():
+            raise FileNotFoundError(f"{path} does not exist; pass the path of a tokenizer.json.")
+        backend = Tokenizer.from_file(str(path))
+        if family is None:
+            model_type = type(backend.model).__name__
+            if model_type not in MODEL_TYPE_TO_FAMILY:
+                raise ValueError(
+                    f"{path} uses a {model_type} model; pass family='wordpiece', 'bpe' or "
+                    "'unigram' to say which layout to use."
+                )
+            family = MODEL_TYPE_TO_FAMILY[model_type]
+        return cls(backend, family)
+
+    def to_transformers(self) -> Any:
+        """A `transformers.PreTrainedTokenizerFast` over the same tokenizer, for interop."""
+        from transformers import PreTrainedTokenizerFast
+
+        sp = self._special_tokens
+        return PreTrainedTokenizerFast(
+            tokenizer_object=Tokenizer.from_str(self.backend.to_str()),
+            pad_token=sp["pad"], unk_token=sp["unk"], cls_token=sp["cls"],
+            sep_token=sp["sep"], mask_token=sp["mask"],
+            bos_token=sp["cls"] if self.family == "bpe" else None,
+            eos_token=sp["sep"] if self.family == "bpe" else None,
+        )
+
+    def __repr__(self) -> str:
+        return (f"CourseTokenizer(family={self.family!r}, vocab_size={self.vocab_size}, "
+                f"specials={self._special_tokens})")
