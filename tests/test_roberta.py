@@ -53,7 +53,12 @@ def hf_model(cls_name: str, dims, num_labels: int = 3):
         attn_implementation="eager",
     )
     torch.manual_seed(len(cls_name))
-    return getattr(transformers, cls_name)(config).eval()
+    model = getattr(transformers, cls_name)(config).eval()
+    with torch.no_grad():  # transformers zero-inits biases and unit-inits LayerNorms: perturb
+        for name, p in model.named_parameters():  # them so a swapped key cannot go unnoticed
+            if "LayerNorm" in name or "layer_norm" in name or name.endswith("bias"):
+                p.add_(0.1 * torch.randn_like(p))
+    return model
 
 
 def padded_batch(seq: int = SEQ):
