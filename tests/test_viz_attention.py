@@ -259,9 +259,34 @@ def _png(bundle_value: str) -> Image.Image:
     return Image.open(io.BytesIO(base64.b64decode(bundle_value)))
 
 
-def test_static_explorer_is_a_png_of_the_selected_head():
+class FakeDisplay:
+    """Stands in for IPython.display.display: records outputs and display-handle updates."""
+
+    def __init__(self) -> None:
+        self.outputs: list[dict] = []
+        self.updates: list[dict] = []
+
+    def __call__(self, obj, raw=False, display_id=None):
+        assert raw, "the explorer sends ready-made MIME bundles"
+        self.outputs.append(obj)
+        if display_id:
+            return types.SimpleNamespace(update=lambda data, raw: self.updates.append(data))
+        return None
+
+
+@pytest.fixture
+def fake_display(monkeypatch):
+    import IPython.display
+
+    recorder = FakeDisplay()
+    monkeypatch.setattr(IPython.display, "display", recorder)
+    return recorder
+
+
+def test_static_explorer_is_a_png_of_the_selected_head(fake_display):
     explorer = AttentionExplorer(ATTENTIONS, TOKENS, layer=1, head=2, interactive=False)
-    bundle = explorer._repr_mimebundle_()
+    explorer._ipython_display_()
+    (bundle,) = fake_display.outputs
     assert set(bundle) == {"text/plain", "image/png"}
     assert _png(bundle["image/png"]).size[0] > 200
     assert "layer=1, head=2" in bundle["text/plain"]
@@ -271,47 +296,63 @@ def test_static_explorer_is_a_png_of_the_selected_head():
     np.testing.assert_allclose(fig.axes[0].images[0].get_array(), MAPS[1, 2])
 
 
-def test_widget_callbacks_follow_the_controls():
+def test_widget_callbacks_redraw_the_figure_output(fake_display):
     explorer = AttentionExplorer(ATTENTIONS, TOKENS, interactive=True)
-    bundle = explorer._repr_mimebundle_()
-    assert "application/vnd.jupyter.widget-view+json" in bundle and "image/png" in bundle
-    controls = explorer._controls
-    assert controls["term"] not in explorer.widget().children[0].children  # one term: no dropdown
-    first_png = explorer.image.value
+    explorer._ipython_display_()
+    controls_output, figure_output = fake_display.outputs
+    # The controls are a widget; the figure is a separate plain PNG output (seen everywhere).
+    assert "application/vnd.jupyter.widget-view+json" in controls_output
+    assert "image/png" not in controls_output and "run the cell" in controls_output["text/plain"]
+    first_png = base64.b64decode(figure_output["image/png"])
     assert first_png[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "cls 1.00" in explorer.summary_html.value  # layer 0 head 0 attends to [CLS]
+    controls = explorer._controls
+    assert controls["term"] not in explorer.controls().children  # one term: no dropdown
+    assert explorer.summary()["cls"] == pytest.approx(1.0)  # layer 0 head 0 attends to [CLS]
 
     controls["head"].value = 1  # the previous-token head
     assert (explorer.layer, explorer.head) == (0, 1)
-    assert "previous 1.00" in explorer.summary_html.value
-    assert explorer.image.value != first_png
+    assert explorer.summary()["previous"] == pytest.approx(1.0)
+    assert fake_display.updates[-1]["image/png"] != figure_output["image/png"]
+    assert base64.b64decode(fake_display.updates[-1]["image/png"]) == explorer.png()
 
-    explorer.select(layer=1, head=0)  # programmatic: controls follow
+    explorer.select(layer=1, head=0)  # programmatic: controls and figure follow
     assert (controls["layer"].value, controls["head"].value) == (1, 0)
-    assert f"entropy {math.log2(5):.2f}" in explorer.summary_html.value
+    assert f"entropy {math.log2(5):.2f}" in explorer.figure().axes[0].get_title()
+    assert base64.b64decode(fake_display.updates[-1]["image/png"]) == explorer.png()
 
-    head_png = explorer.image.value
+    head_png = fake_display.updates[-1]["image/png"]
     controls["view"].value = "grid"
-    assert explorer.view == "grid" and explorer.image.value != head_png
-    grid_png = explorer.image.value
+    assert explorer.view == "grid" and fake_display.updates[-1]["image/png"] != head_png
+    grid_png = fake_display.updates[-1]["image/png"]
     controls["layer"].value = 0  # the grid shows every head: same picture
-    assert explorer.image.value == grid_png
+    assert fake_display.updates[-1]["image/png"] == grid_png
     with pytest.raises(ValueError, match="choose one of"):
         explorer.select(view="table")
     with pytest.raises(ValueError, match="heads=\\[3\\] invalid"):
         explorer.select(head=3)
 
 
+def test_embeddable_widget_keeps_its_image_in_sync():
+    explorer = AttentionExplorer(ATTENTIONS, TOKENS, interactive=True)
+    panel = explorer.widget()
+    assert panel.children == (explorer.controls(), explorer.image)
+    before = explorer.image.value
+    explorer._controls["head"].value = 2
+    assert explorer.image.value == explorer.png() != before
+
+
 def test_explorer_switches_between_named_terms():
     terms = {"c2c": ATTENTIONS, "c2p": [torch.from_numpy(MAPS[i] - 0.2) for i in range(2)]}
     explorer = AttentionExplorer(terms, TOKENS, interactive=True)
     assert explorer.terms == ["c2c", "c2p"]
-    panel = explorer.widget()
-    assert explorer._controls["term"] in panel.children[0].children
+    assert explorer._controls == {}  # nothing built until asked for
+    controls = explorer.controls()
+    assert explorer._controls["term"] in controls.children
     explorer._controls["term"].value = "c2p"
     assert explorer.term == "c2p" and explorer.summary() is None
-    assert "holds scores" in explorer.summary_html.value
-    assert explorer.figure().axes[0].images[0].get_cmap().name == "RdBu_r"
+    figure = explorer.figure()
+    assert "holds scores" in figure.axes[0].get_title()
+    assert figure.axes[0].images[0].get_cmap().name == "RdBu_r"
     with pytest.raises(ValueError, match="unknown term 'p2c'"):
         explorer.select(term="p2c")
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import dataclasses
+import types
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -174,10 +176,32 @@ def test_register_family_checks_its_arguments():
     assert "bad" not in PARAMETER_FAMILIES
 
 
-def test_widget_output_has_a_png_fallback(families):
-    bundle = parameter_explorer()._repr_mimebundle_()
-    assert "application/vnd.jupyter.widget-view+json" in bundle
-    assert bundle["image/png"].startswith("iVBORw0KGgo")  # base64 of the PNG signature
+def test_displayed_chart_is_a_png_output_that_follows_the_controls(families, monkeypatch):
+    import IPython.display
+
+    outputs, updates = [], []
+
+    def fake_display(obj, raw=False, display_id=None):
+        outputs.append(obj)
+        return (
+            types.SimpleNamespace(update=lambda data, raw: updates.append(data))
+            if display_id
+            else None
+        )
+
+    monkeypatch.setattr(IPython.display, "display", fake_display)
+    widget = parameter_explorer(preset="bert-tiny")
+    widget._ipython_display_()
+    controls, chart = outputs
+    assert "application/vnd.jupyter.widget-view+json" in controls and "image/png" not in controls
+    assert base64.b64decode(chart["image/png"]) == widget.image.value
+    widget.preset_select.value = "bert-base"
+    assert (
+        base64.b64decode(updates[-1]["image/png"])
+        == widget.image.value
+        != base64.b64decode(chart["image/png"])
+    )
+    assert updates[-1]["text/plain"] == f"{widget.counts['total']:,} parameters"
 
 
 def test_breakdown_bars_are_the_counts():

@@ -1,8 +1,9 @@
 """Visual tools for the course: attention, parameter counts and training curves.
 
 All plots return `CourseFigure` (a matplotlib Figure that shows itself in notebooks, made
-without pyplot so nothing is displayed twice). Widgets fall back to a PNG where they are not
-live, so committed notebooks still show them.
+without pyplot so nothing is displayed twice). The explorers show their figure as a plain PNG
+output that their widget controls redraw, so committed notebooks show it on GitHub and in
+offline HTML exports; COURSE_LIB_STATIC_VIZ=1 makes the attention explorer skip its controls.
 """
 
 from course_lib.viz._figure import CourseFigure, figure_to_png

@@ -14,7 +14,6 @@ Rows are queries (the token attending) and columns are keys (the token attended 
 
 from __future__ import annotations
 
-import html
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -530,9 +529,11 @@ def compute_attentions(
 class AttentionExplorer:
     """Layer / head / term selectors over a heatmap (one head) or a grid (all heads).
 
-    In a Jupyter kernel it displays as an ipywidgets panel; its output also carries a PNG of the
-    current view, which frontends without live widgets (GitHub, nbconvert HTML, a reopened
-    notebook) show instead. `interactive=False` (or COURSE_LIB_STATIC_VIZ=1) gives only the PNG.
+    Displayed in a Jupyter kernel, it shows ipywidgets controls and below them the figure as an
+    ordinary PNG output that the controls redraw; anywhere the widgets do not run (GitHub,
+    nbconvert HTML, a notebook reopened without a kernel) the PNG of the last state still shows.
+    `interactive=False` (or COURSE_LIB_STATIC_VIZ=1) shows only the PNG. `figure()` returns a
+    Matplotlib figure of the current view, `widget()` an embeddable panel.
     """
 
     def __init__(
@@ -560,7 +561,10 @@ class AttentionExplorer:
         self.layer, self.head, self.term, self.view = 0, 0, self.terms[0], "head"
         self._png_cache: dict[tuple, bytes] = {}
         self._widget: Any = None
+        self._controls_box: Any = None
         self._controls: dict[str, Any] = {}
+        self._handles: list[Any] = []  # display handles of the figure outputs shown so far
+        self.image: Any = None
         self._syncing = False
         self.select(layer=layer, head=head, term=term, view=view)
 
@@ -585,7 +589,7 @@ class AttentionExplorer:
             if view not in VIEWS:
                 raise ValueError(f"view={view!r} is invalid; choose one of {VIEWS}.")
             self.view = view
-        if self._widget is not None:
+        if self._controls or self._handles or self.image is not None:
             self._refresh()
 
     def summary(self) -> dict[str, float] | None:
@@ -629,14 +633,23 @@ class AttentionExplorer:
             self._png_cache[key] = figure_to_png(self.figure())
         return self._png_cache[key]
 
-    # -- widget ----------------------------------------------------------------------------
+    # -- widgets ---------------------------------------------------------------------------
+    def controls(self) -> Any:
+        """The selectors (an ipywidgets HBox, built on first use); they drive every view."""
+        if self._controls_box is None:
+            self._controls_box = self._build_controls()
+        return self._controls_box
+
     def widget(self) -> Any:
-        """The ipywidgets panel (built on first use)."""
+        """Controls above an Image widget, to embed the explorer in your own layout."""
+        import ipywidgets as widgets
+
         if self._widget is None:
-            self._widget = self._build_widget()
+            self.image = widgets.Image(format="png", value=self.png())
+            self._widget = widgets.VBox([self.controls(), self.image])
         return self._widget
 
-    def _build_widget(self) -> Any:
+    def _build_controls(self) -> Any:
         import ipywidgets as widgets
 
         c = self._controls
@@ -661,12 +674,7 @@ class AttentionExplorer:
         shown = [c["layer"], c["head"], c["view"]] + ([c["term"]] if len(self.terms) > 1 else [])
         for control in shown:
             control.observe(self._on_control, names="value")
-        self.image = widgets.Image(format="png")
-        self.summary_html = widgets.HTML()
-        panel = widgets.VBox([widgets.HBox(shown), self.image, self.summary_html])
-        self._widget = panel
-        self._refresh()
-        return panel
+        return widgets.HBox(shown)
 
     def _on_control(self, change: Any) -> None:
         if self._syncing:
@@ -677,24 +685,43 @@ class AttentionExplorer:
         )
 
     def _refresh(self) -> None:
+        """Bring the controls, the Image widget and every displayed figure to the current state."""
         c = self._controls
-        self._syncing = True  # programmatic select(): move the controls without re-entering
-        try:
-            c["layer"].value, c["head"].value = self.layer, self.head
-            c["term"].value, c["view"].value = self.term, self.view
-        finally:
-            self._syncing = False
-        self.image.value = self.png()
-        text = html.escape(self._summary_line())
-        self.summary_html.value = f"<code>layer {self.layer} head {self.head}: {text}</code>"
+        if c:
+            self._syncing = True  # programmatic select(): move the controls without re-entering
+            try:
+                c["layer"].value, c["head"].value = self.layer, self.head
+                c["term"].value, c["view"].value = self.term, self.view
+            finally:
+                self._syncing = False
+        png = self.png()
+        if self.image is not None:
+            self.image.value = png
+        for handle in self._handles:
+            handle.update(self._png_bundle(png), raw=True)
 
     # -- display ---------------------------------------------------------------------------
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        data: dict[str, Any] = {"text/plain": repr(self), "image/png": png_base64(self.png())}
+    def _png_bundle(self, png: bytes | None = None) -> dict[str, str]:
+        return {"image/png": png_base64(png or self.png()), "text/plain": repr(self)}
+
+    def _ipython_display_(self) -> None:
+        """Controls as a widget and, separately, the figure as a plain PNG output they update.
+
+        Keeping the figure out of the widget means every renderer shows it: GitHub, nbconvert
+        HTML (which, when widget state was saved, renders widgets from a CDN instead of any
+        fallback), and a notebook reopened without a kernel.
+        """
+        from IPython.display import display
+
         if self.interactive:
-            data.update(self.widget()._repr_mimebundle_())
-            data["text/plain"] = repr(self)
-        return data
+            bundle = self.controls()._repr_mimebundle_()
+            bundle["text/plain"] = "(attention explorer controls: run the cell to use them)"
+            display(bundle, raw=True)
+            handle = display(self._png_bundle(), raw=True, display_id=True)
+            if handle is not None:  # None outside IPython
+                self._handles.append(handle)
+        else:
+            display(self._png_bundle(), raw=True)
 
     def __repr__(self) -> str:
         return (

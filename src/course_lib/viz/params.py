@@ -236,6 +236,8 @@ class ParameterExplorer(widgets.VBox):
         self.config: Any = None
         self.counts: dict[str, int] | None = None
         self._busy = False
+        self._controls_panel: Any = None
+        self._handles: list[Any] = []  # display handles of the chart outputs shown so far
         self.children = [
             widgets.HBox([self.family_select, self.model_class_select, self.preset_select]),
             self.fields_box,
@@ -337,12 +339,31 @@ class ParameterExplorer(widgets.VBox):
         self.status.value = ""
         self.image.value = png
         self.table.value = _counts_table(counts)
+        for handle in self._handles:
+            handle.update(self._png_bundle(), raw=True)
 
-    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
-        # The PNG is what GitHub / nbconvert show when the widget is not live.
-        data = super()._repr_mimebundle_(**kwargs)
-        data["image/png"] = png_base64(self.image.value)
-        return data
+    def _ipython_display_(self) -> None:
+        """Controls and table as a widget, the chart as a separate plain PNG output.
+
+        The chart outside the widget shows wherever widgets do not run (GitHub, nbconvert
+        HTML with saved widget state, a notebook reopened without a kernel).
+        """
+        from IPython.display import display
+
+        if self._controls_panel is None:
+            self._controls_panel = widgets.VBox(
+                [self.children[0], self.fields_box, self.status, self.table]
+            )
+        bundle = self._controls_panel._repr_mimebundle_()
+        bundle["text/plain"] = "(parameter explorer controls: run the cell to use them)"
+        display(bundle, raw=True)
+        handle = display(self._png_bundle(), raw=True, display_id=True)
+        if handle is not None:  # None outside IPython
+            self._handles.append(handle)
+
+    def _png_bundle(self) -> dict[str, str]:
+        total = self.counts["total"] if self.counts else 0
+        return {"image/png": png_base64(self.image.value), "text/plain": f"{total:,} parameters"}
 
 
 def _counts_table(counts: Mapping[str, int]) -> str:
