@@ -1,0 +1,135 @@
+"""Knowledge distillation (DistilBERT, Sanh et al. 2019): a student learns from a teacher's
+soft predictions as well as from the masked tokens themselves.
+
+    loss = alpha_ce * L_ce + alpha_mlm * L_mlm + alpha_cos * L_cos
+
+L_ce   KL divergence between the teacher's and the student's distributions, both softened by a
+       temperature T, at the masked positions, times T^2 (so its gradients keep their size
+       whatever T is: softening by T shrinks them by 1/T^2).
+L_mlm  the usual masked-language-model cross-entropy against the true tokens.
+L_cos  1 - cosine similarity between student and teacher last hidden states, averaged over the
+       real (non-padding) tokens: it aligns the directions of the two hidden spaces.
+
+The defaults (T=2, alphas 5/2/1) are those of the reference training script.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+def kl_distillation_loss(student_logits: Tensor, teacher_logits: Tensor, temperature: float) -> Tensor:
+    """T^2 * KL(softmax(teacher / T) || softmax(student / T)), averaged over rows ([n, vocab])."""
+    if student_logits.shape != teacher_logits.shape:
+        raise ValueError(
+            f"student logits {tuple(student_logits.shape)} and teacher logits "
+            f"{tuple(teacher_logits.shape)} differ; the two models need the same vocabulary."
+        )
+    if student_logits.shape[0] == 0:  # nothing masked: a zero that still backpropagates
+        return student_logits.sum() * 0.0
+    log_p_student = F.log_softmax(student_logits.float() / temperature, dim=-1)
+    log_p_teacher = F.log_softmax(teacher_logits.float() / temperature, dim=-1)
+    kl = F.kl_div(log_p_student, log_p_teacher, log_target=True, reduction="batchmean")
+    return kl * temperature**2
+
+
+def hidden_cosine_loss(student_hidden: Tensor, teacher_hidden: Tensor, attention_mask: Tensor) -> Tensor:
+    """Mean of 1 - cos(student, teacher) over the real tokens (attention_mask == 1)."""
+    if student_hidden.shape != teacher_hidden.shape:
+        raise ValueError(
+            f"student hidden states {tuple(student_hidden.shape)} and teacher hidden states "
+            f"{tuple(teacher_hidden.shape)} differ; the cosine loss needs the same hidden_size "
+            "(set alpha_cos=0 for a narrower student)."
+        )
+    real = attention_mask.bool()
+    cos = F.cosine_similarity(student_hidden[real].float(), teacher_hidden[real].float(), dim=-1)
+    return (1.0 - cos).mean()
+
+
+class DistillationObjective:
+    """An objective for the training engine: `objective(model, batch) -> (loss, metrics)`.
+
+    The teacher (a course_lib MLM model, e.g. BertForMaskedLM) runs in eval mode under
+    torch.no_grad, on the batch's device; the student is `model`. The batch is an MLM batch:
+    input_ids, attention_mask, labels (-100 where nothing is predicted), optionally
+    token_type_ids (given to the teacher; to the student only if it has segment embeddings).
+    Metrics are the three unweighted terms (ce_loss, mlm_loss, cos_loss), detached.
+    """
+
+    def __init__(
+        self,
+        teacher: nn.Module,
+        temperature: float = 2.0,
+        alpha_ce: float = 5.0,
+        alpha_mlm: float = 2.0,
+        alpha_cos: float = 1.0,
+    ) -> None:
+        if not temperature > 0:
+            raise ValueError(f"temperature={temperature!r} is invalid: expected a positive number.")
+        alphas = {"alpha_ce": alpha_ce, "alpha_mlm": alpha_mlm, "alpha_cos": alpha_cos}
+        for name, value in alphas.items():
+            if not value >= 0:
+                raise ValueError(f"{name}={value!r} is invalid: expected a weight >= 0.")
+        if not any(alphas.values()):
+            raise ValueError("all loss weights are 0: give at least one of alpha_ce/mlm/cos > 0.")
+        self.teacher = teacher.eval()
+        self.temperature = temperature
+        self.alpha_ce, self.alpha_mlm, self.alpha_cos = alpha_ce, alpha_mlm, alpha_cos
+
+    def __call__(self, model: nn.Module, batch: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
+        student = getattr(model, "module", model)  # DistributedDataParallel wraps the student
+        if student is self.teacher:
+            raise ValueError("the student and the teacher are the same module; copy the teacher first.")
+        labels = batch.get("labels")
+        if labels is None:
+            raise ValueError(
+                "distillation needs batch['labels'] (token ids at masked positions, -100 elsewhere): "
+                "use an MLM collator."
+            )
+        input_ids = batch["input_ids"]
+        attention_mask = batch.get("attention_mask")
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        inputs = dict(input_ids=input_ids, attention_mask=attention_mask, labels=labels)
+        teacher_inputs = dict(inputs)
+        if "token_type_ids" in batch:
+            teacher_inputs["token_type_ids"] = batch["token_type_ids"]
+            if getattr(student.config, "type_vocab_size", 0) > 0:
+                inputs["token_type_ids"] = batch["token_type_ids"]
+
+        self._teacher_to(input_ids.device)
+        self.teacher.eval()  # even if someone switched it back to training mode
+        with torch.no_grad():
+            teacher_out = self.teacher(**teacher_inputs)
+        out = model(**inputs)
+
+        masked = labels != -100
+        metrics: dict[str, Tensor] = {"mlm_loss": out.mlm_loss.detach()}
+        loss = self.alpha_mlm * out.mlm_loss
+        if self.alpha_ce > 0:
+            ce = kl_distillation_loss(
+                _at_masked(out.mlm_logits, masked), _at_masked(teacher_out.mlm_logits, masked), self.temperature
+            )
+            loss = loss + self.alpha_ce * ce
+            metrics["ce_loss"] = ce.detach()
+        if self.alpha_cos > 0:
+            cos = hidden_cosine_loss(out.last_hidden_state, teacher_out.last_hidden_state, attention_mask)
+            loss = loss + self.alpha_cos * cos
+            metrics["cos_loss"] = cos.detach()
+        return loss, metrics
+
+    def _teacher_to(self, device: torch.device) -> None:
+        """The engine moves the student to its device; the teacher follows on first use."""
+        param = next(self.teacher.parameters(), None)
+        if param is not None and param.device != device:
+            self.teacher.to(device)
+
+
+def _at_masked(logits: Tensor, masked: Tensor) -> Tensor:
+    """Rows at masked positions: course_lib models already return only those when given labels."""
+    return logits[masked] if logits.dim() == 3 else logits
+
+
+__all__ = ["DistillationObjective", "hidden_cosine_loss", "kl_distillation_loss"]
