@@ -2,8 +2,9 @@
 
 import pytest
 
-from course_lib import MODEL_CLASSES, BertConfig, count_parameters
+from course_lib import BertConfig, count_parameters
 from course_lib.counting import COMPONENTS
+from course_lib.models import BERT_CLASSES as MODEL_CLASSES
 
 SMALL_PRESETS = ["bert-tiny", "bert-mini", "bert-small"]
 

@@ -10,7 +10,12 @@ from course_lib.config import BertConfig
 from course_lib.counting import count_parameters
 from course_lib.interop import from_transformers, to_transformers
 from course_lib.models import (
+    CONFIG_CLASSES,
     MODEL_CLASSES,
+    AlbertConfig,
+    AlbertForMaskedLM,
+    AlbertForPreTraining,
+    AlbertModel,
     BertForMaskedLM,
     BertForPreTraining,
     BertForQuestionAnswering,
@@ -21,7 +26,12 @@ from course_lib.models import (
 )
 
 __all__ = [
+    "CONFIG_CLASSES",
     "MODEL_CLASSES",
+    "AlbertConfig",
+    "AlbertForMaskedLM",
+    "AlbertForPreTraining",
+    "AlbertModel",
     "BertConfig",
     "BertForMaskedLM",
     "BertForPreTraining",

@@ -1,6 +1,8 @@
 """Conversion between course_lib models and `transformers` models, carrying the same weights."""
 
-from course_lib.interop import bert as _bert  # noqa: F401  (registers the BERT tables)
+# Importing a family's module registers its weight tables.
+from course_lib.interop import albert as _albert  # noqa: F401
+from course_lib.interop import bert as _bert  # noqa: F401
 from course_lib.interop.core import CONVERSIONS, from_transformers, to_transformers
 
 __all__ = ["CONVERSIONS", "from_transformers", "to_transformers"]

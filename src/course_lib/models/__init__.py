@@ -1,5 +1,17 @@
-"""Model classes of every family, and a registry by class name (used by checkpoints and interop)."""
+"""Model classes of every family, and registries by class name and by model_type (used by
+checkpoints, the command line and interop)."""
 
+from course_lib.config import BertConfig
+from course_lib.models.albert import (
+    ALBERT_CLASSES,
+    AlbertConfig,
+    AlbertForMaskedLM,
+    AlbertForPreTraining,
+    AlbertForQuestionAnswering,
+    AlbertForSequenceClassification,
+    AlbertForTokenClassification,
+    AlbertModel,
+)
 from course_lib.models.bert import (
     BertForMaskedLM,
     BertForPreTraining,
@@ -10,7 +22,7 @@ from course_lib.models.bert import (
 )
 from course_lib.models.outputs import ModelOutput
 
-MODEL_CLASSES: dict[str, type] = {
+BERT_CLASSES: dict[str, type] = {
     cls.__name__: cls
     for cls in (
         BertModel,
@@ -22,8 +34,31 @@ MODEL_CLASSES: dict[str, type] = {
     )
 }
 
+MODEL_CLASSES: dict[str, type] = {**BERT_CLASSES, **ALBERT_CLASSES}
+
+CONFIG_CLASSES: dict[str, type[BertConfig]] = {
+    cls.model_type: cls for cls in (BertConfig, AlbertConfig)
+}
+
+
+def config_from_dict(data: dict) -> BertConfig:
+    """Rebuild any family's config from `config.to_dict()` (its `model_type` says which)."""
+    model_type = data.get("model_type", "bert")
+    if model_type not in CONFIG_CLASSES:
+        raise ValueError(f"unknown model_type {model_type!r}; known: {sorted(CONFIG_CLASSES)}.")
+    return CONFIG_CLASSES[model_type].from_dict(data)
+
+
 __all__ = [
+    "CONFIG_CLASSES",
     "MODEL_CLASSES",
+    "AlbertConfig",
+    "AlbertForMaskedLM",
+    "AlbertForPreTraining",
+    "AlbertForQuestionAnswering",
+    "AlbertForSequenceClassification",
+    "AlbertForTokenClassification",
+    "AlbertModel",
     "BertForMaskedLM",
     "BertForPreTraining",
     "BertForQuestionAnswering",
@@ -31,4 +66,5 @@ __all__ = [
     "BertForTokenClassification",
     "BertModel",
     "ModelOutput",
+    "config_from_dict",
 ]
