@@ -531,3 +531,39 @@ def test_bertviz_runs_a_model_with_a_tokenizer():
     assert "Sentence A -> Sentence B" in view.data  # sentence_b_start came from token_type_ids
     with pytest.raises(ValueError, match="pass tokens="):
         bertviz_head_view(ATTENTIONS)
+
+
+def test_deberta_style_terms_default_to_the_probabilities():
+    layers = [{"c2c": MAPS[i] - 0.5, "c2p": MAPS[i] * 2 - 1, "probs": MAPS[i]} for i in range(2)]
+    explorer = AttentionExplorer(layers, TOKENS, interactive=False)
+    assert explorer.terms == ["c2c", "c2p", "probs"] and explorer.term == "probs"
+    assert head_summaries(layers, TOKENS) == head_summaries(ATTENTIONS, TOKENS)
+    grid = attention_grid(layers, TOKENS)
+    np.testing.assert_allclose(grid.axes[0].images[0].get_array(), MAPS[0, 0])
+    assert "'probs'" in grid._suptitle.get_text()
+
+
+class WithTerms(nn.Module):
+    """A task model whose backbone offers DeBERTa's attention_terms(...)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.backbone = DotAttentionModel()
+        self.backbone.attention_terms = self.terms
+
+    def terms(self, input_ids, attention_mask=None, token_type_ids=None):
+        probs = self.backbone(input_ids, attention_mask, output_attentions=True).attentions
+        return [{"c2c": torch.log(p + 1e-9), "probs": p} for p in probs]
+
+
+def test_compute_attentions_can_take_the_score_terms():
+    model = WithTerms()
+    batch = {"input_ids": [[1, 3, 4, 2, 0]], "attention_mask": [[1, 1, 1, 1, 0]]}
+    result = compute_attentions(model, batch, terms=True)
+    assert list(result.maps) == ["c2c", "probs"]
+    assert result.maps["probs"].shape == (2, 2, 4, 4)
+    np.testing.assert_allclose(
+        result.maps["c2c"], np.log(result.maps["probs"] + 1e-9), rtol=1e-5, atol=1e-5
+    )
+    with pytest.raises(ValueError, match="terms=True needs a model with attention_terms"):
+        compute_attentions(DotAttentionModel(), batch, terms=True)

@@ -262,3 +262,32 @@ def test_default_counter_is_course_lib_count_parameters():
     assert widget.counts == counting.count_parameters(config, model_class="BertForMaskedLM")
     hand = hand_count(config)  # BertModel by hand; the MLM model has no pooler
     assert widget.counts["total"] - widget.counts["heads"] == hand["total"] - hand["pooler"]
+
+
+def test_every_course_family_is_registered_and_counts_exactly():
+    counting = pytest.importorskip("course_lib.counting")
+    assert list(PARAMETER_FAMILIES)[:5] == ["bert", "roberta", "albert", "deberta", "distilbert"]
+    widget = parameter_explorer("bert")
+    for name in ("roberta", "albert", "deberta", "distilbert"):
+        family = PARAMETER_FAMILIES[name]
+        widget.family_select.value = name
+        preset = widget.preset_select.value
+        assert preset in family.presets, name
+        for model_class in (family.model_classes[-1], family.model_classes[0]):  # a task, the base
+            widget.model_class_select.value = model_class
+            assert widget.status.value == "", (name, model_class, widget.status.value)
+            want = counting.count_parameters(family.config_from_preset(preset), model_class)
+            assert widget.counts == want, (name, model_class)
+
+
+def test_albert_sharing_and_deberta_negative_fields():
+    widget = parameter_explorer("albert", preset="albert-base")
+    shared = widget.counts["total"]
+    assert widget.fields["sharing"].options == ("all", "attention", "ffn", "none")
+    widget.fields["sharing"].value = "none"
+    assert widget.config.sharing == "none" and widget.counts["total"] > shared
+    widget = parameter_explorer("deberta", preset="deberta-v3-base")
+    # -1 means "max_position_embeddings"; the field must not clamp it to a positive bound.
+    assert widget.fields["max_relative_positions"].value == -1
+    assert widget.config.max_relative_positions == -1
+    assert widget.fields["norm_rel_ebd"].options == ("layer_norm", "none")

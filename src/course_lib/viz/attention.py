@@ -125,9 +125,14 @@ def as_attention_maps(attentions: Any, batch_index: int = 0) -> dict[str, np.nda
     return maps
 
 
+def _default_term(maps: Mapping[str, Any]) -> str:
+    """The softmaxed attention when it is among the terms (DeBERTa's "probs"), else the first."""
+    return next((name for name in ("attention", "probs") if name in maps), next(iter(maps)))
+
+
 def _pick_term(maps: dict[str, np.ndarray], term: str | None) -> tuple[str, np.ndarray]:
     if term is None:
-        term = next(iter(maps))
+        term = _default_term(maps)
     if term not in maps:
         raise ValueError(f"unknown term {term!r}; this attention has terms {list(maps)}.")
     return term, maps[term]
@@ -463,12 +468,15 @@ def compute_attentions(
     *,
     tokens: Sequence[str] | None = None,
     batch_index: int = 0,
+    terms: bool = False,
 ) -> ModelAttention:
     """Run `model` once (eval mode, no grad) with output_attentions=True on one input.
 
     `inputs` is a text, a (text_a, text_b) pair (both need `tokenizer`), a dict with input_ids
     (and optionally attention_mask, token_type_ids) or a list/tensor of ids. Padding positions
     of sequence `batch_index` are dropped; sentence B starts at the first token_type_id of 1.
+    `terms=True` (DeBERTa) takes the separate score terms c2c / c2p / p2c and the probabilities
+    "probs" from the model's `attention_terms(...)` (or its backbone's).
     """
     import torch
 
@@ -482,17 +490,30 @@ def compute_attentions(
     was_training = getattr(model, "training", False)
     if hasattr(model, "eval"):
         model.eval()  # dropout off: the picture should not change between two calls
+    source = None
+    if terms:
+        source = getattr(model, "attention_terms", None) or getattr(
+            getattr(model, "backbone", None), "attention_terms", None
+        )
+        if source is None:
+            raise ValueError(
+                f"terms=True needs a model with attention_terms(...) (DeBERTa); "
+                f"{type(model).__name__} has none."
+            )
     try:
         with torch.no_grad():
-            outputs = model(**batch, output_attentions=True)
+            if source is not None:
+                attentions = source(**batch)
+            else:
+                outputs = model(**batch, output_attentions=True)
+                attentions = (
+                    outputs.get("attentions")
+                    if isinstance(outputs, Mapping)
+                    else getattr(outputs, "attentions", None)
+                )
     finally:
         if was_training:
             model.train()
-    attentions = (
-        outputs.get("attentions")
-        if isinstance(outputs, Mapping)
-        else getattr(outputs, "attentions", None)
-    )
     if attentions is None:
         raise ValueError(
             f"{type(model).__name__} returned no attentions; it must accept output_attentions=True "
@@ -558,7 +579,7 @@ class AttentionExplorer:
         self._token_source = tokens
         self.sentence_b_start = sentence_b_start
         self.interactive = widgets_live() if interactive is None else bool(interactive)
-        self.layer, self.head, self.term, self.view = 0, 0, self.terms[0], "head"
+        self.layer, self.head, self.term, self.view = 0, 0, _default_term(self.maps), "head"
         self._png_cache: dict[tuple, bytes] = {}
         self._widget: Any = None
         self._controls_box: Any = None
@@ -744,14 +765,18 @@ def show_attention(
     interactive: bool | None = None,
     sentence_b_start: int | None = None,
     batch_index: int = 0,
+    terms: bool = False,
 ) -> AttentionExplorer:
     """Run `model` on `inputs` and return an offline explorer of its attention.
 
     Put it last in a cell (or call `display(...)` on it). Widgets when a Jupyter kernel is live,
     a static PNG otherwise; `interactive=False` forces the PNG. See `compute_attentions` for
     the accepted inputs. `sentence_b_start` defaults to the one read from token_type_ids.
+    `terms=True` adds DeBERTa's c2c / c2p / p2c score maps next to the probabilities.
     """
-    result = compute_attentions(model, inputs, tokenizer, tokens=tokens, batch_index=batch_index)
+    result = compute_attentions(
+        model, inputs, tokenizer, tokens=tokens, batch_index=batch_index, terms=terms
+    )
     return AttentionExplorer(
         result.maps,
         result.tokens,

@@ -2,8 +2,8 @@
 
 Counts come from `course_lib.count_parameters` (closed-form and exact), so the widget is
 instant even for BERT-large. Families are looked up in `PARAMETER_FAMILIES`; adding one is a
-single `register_family(...)` line next to its config class, and the widget lists only
-registered families.
+single `register_family(...)` line (see the end of the registry section), and the widget
+lists only registered families.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import dataclasses
 import html
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
 
 import ipywidgets as widgets
@@ -20,6 +21,11 @@ from matplotlib.axes import Axes
 from matplotlib.ticker import FuncFormatter
 
 from course_lib.config import BertConfig
+from course_lib.models import albert, bert, deberta, distilbert, roberta
+from course_lib.models.albert import SHARING, AlbertConfig
+from course_lib.models.deberta import DebertaConfig
+from course_lib.models.distilbert import DistilBertConfig
+from course_lib.models.roberta import RobertaConfig
 from course_lib.viz._figure import CourseFigure, figure_to_png, png_base64
 
 COMPONENTS = ("embeddings", "attention", "feed_forward", "layer_norm", "pooler", "heads")
@@ -45,6 +51,15 @@ FIELD_LABELS = {
     "inner_group_num": "inner groups",
     "num_labels": "labels",
 }
+# DeBERTa's switches that change the count (relative table size and sharing, EMD, ...).
+DEBERTA_FIELDS = (
+    "max_relative_positions",
+    "position_buckets",
+    "share_att_key",
+    "position_biased_input",
+    "norm_rel_ebd",
+    "use_emd",
+)
 CUSTOM = "(custom)"
 
 CountFunction = Callable[[Any, str], Mapping[str, int]]
@@ -120,18 +135,35 @@ def register_family(
     return family
 
 
-register_family(
-    "bert",
-    BertConfig,
-    (
-        "BertModel",
-        "BertForPreTraining",
-        "BertForMaskedLM",
-        "BertForSequenceClassification",
-        "BertForTokenClassification",
-        "BertForQuestionAnswering",
-    ),
+TASKS = (
+    "Model",
+    "ForPreTraining",
+    "ForMaskedLM",
+    "ForSequenceClassification",
+    "ForTokenClassification",
+    "ForQuestionAnswering",
 )
+
+
+def model_classes_in(module: ModuleType, prefix: str) -> tuple[str, ...]:
+    """The task models a family's module defines, e.g. ('RobertaModel', 'RobertaForMaskedLM')."""
+    return tuple(prefix + task for task in TASKS if hasattr(module, prefix + task))
+
+
+# The course's families, one line each (importing a model module also registers its counter).
+register_family("bert", BertConfig, model_classes_in(bert, "Bert"))
+register_family("roberta", RobertaConfig, model_classes_in(roberta, "Roberta"))
+register_family(
+    "albert", AlbertConfig, model_classes_in(albert, "Albert"), choices={"sharing": SHARING}
+)
+register_family(
+    "deberta",
+    DebertaConfig,
+    model_classes_in(deberta, "Deberta"),
+    fields=(*[f for f in FIELD_LABELS if f in BertConfig.__dataclass_fields__], *DEBERTA_FIELDS),
+    choices={"norm_rel_ebd": ("layer_norm", "none")},
+)
+register_family("distilbert", DistilBertConfig, model_classes_in(distilbert, "DistilBert"))
 
 
 def format_count(n: float) -> str:
@@ -210,7 +242,9 @@ def _field_widget(family: ParameterFamily, name: str, value: Any) -> Any:
     if isinstance(value, bool):
         return widgets.Checkbox(value=value, description=label, style=style)
     if isinstance(value, int):
-        return widgets.BoundedIntText(value=value, min=0, max=10**8, description=label, style=style)
+        # Unbounded: a bounded box would silently clamp values such as DeBERTa's -1 ("same
+        # as max positions"); the config's own validation reports bad values instead.
+        return widgets.IntText(value=value, description=label, style=style)
     return widgets.Text(value=str(value), description=label, style=style)
 
 
