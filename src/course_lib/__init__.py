@@ -22,7 +22,13 @@ from course_lib.models import (
     BertForSequenceClassification,
     BertForTokenClassification,
     BertModel,
+    DistilBertConfig,
+    DistilBertForMaskedLM,
+    DistilBertModel,
     ModelOutput,
+    RobertaConfig,
+    RobertaForMaskedLM,
+    RobertaModel,
 )
 
 __all__ = [
@@ -39,7 +45,13 @@ __all__ = [
     "BertForSequenceClassification",
     "BertForTokenClassification",
     "BertModel",
+    "DistilBertConfig",
+    "DistilBertForMaskedLM",
+    "DistilBertModel",
     "ModelOutput",
+    "RobertaConfig",
+    "RobertaForMaskedLM",
+    "RobertaModel",
     "count_parameters",
     "from_transformers",
     "to_transformers",

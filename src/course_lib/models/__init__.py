@@ -20,24 +20,61 @@ from course_lib.models.bert import (
     BertForTokenClassification,
     BertModel,
 )
+from course_lib.models.distilbert import (
+    DistilBertConfig,
+    DistilBertForMaskedLM,
+    DistilBertForQuestionAnswering,
+    DistilBertForSequenceClassification,
+    DistilBertForTokenClassification,
+    DistilBertModel,
+)
 from course_lib.models.outputs import ModelOutput
+from course_lib.models.roberta import (
+    RobertaConfig,
+    RobertaForMaskedLM,
+    RobertaForQuestionAnswering,
+    RobertaForSequenceClassification,
+    RobertaForTokenClassification,
+    RobertaModel,
+)
 
-BERT_CLASSES: dict[str, type] = {
-    cls.__name__: cls
-    for cls in (
-        BertModel,
-        BertForMaskedLM,
-        BertForPreTraining,
-        BertForSequenceClassification,
-        BertForTokenClassification,
-        BertForQuestionAnswering,
-    )
+
+def _by_name(*classes: type) -> dict[str, type]:
+    return {cls.__name__: cls for cls in classes}
+
+
+BERT_CLASSES = _by_name(
+    BertModel,
+    BertForMaskedLM,
+    BertForPreTraining,
+    BertForSequenceClassification,
+    BertForTokenClassification,
+    BertForQuestionAnswering,
+)
+ROBERTA_CLASSES = _by_name(
+    RobertaModel,
+    RobertaForMaskedLM,
+    RobertaForSequenceClassification,
+    RobertaForTokenClassification,
+    RobertaForQuestionAnswering,
+)
+DISTILBERT_CLASSES = _by_name(
+    DistilBertModel,
+    DistilBertForMaskedLM,
+    DistilBertForSequenceClassification,
+    DistilBertForTokenClassification,
+    DistilBertForQuestionAnswering,
+)
+
+MODEL_CLASSES: dict[str, type] = {
+    **BERT_CLASSES,
+    **ROBERTA_CLASSES,
+    **ALBERT_CLASSES,
+    **DISTILBERT_CLASSES,
 }
 
-MODEL_CLASSES: dict[str, type] = {**BERT_CLASSES, **ALBERT_CLASSES}
-
 CONFIG_CLASSES: dict[str, type[BertConfig]] = {
-    cls.model_type: cls for cls in (BertConfig, AlbertConfig)
+    cls.model_type: cls for cls in (BertConfig, RobertaConfig, AlbertConfig, DistilBertConfig)
 }
 
 
@@ -65,6 +102,18 @@ __all__ = [
     "BertForSequenceClassification",
     "BertForTokenClassification",
     "BertModel",
+    "DistilBertConfig",
+    "DistilBertForMaskedLM",
+    "DistilBertForQuestionAnswering",
+    "DistilBertForSequenceClassification",
+    "DistilBertForTokenClassification",
+    "DistilBertModel",
     "ModelOutput",
+    "RobertaConfig",
+    "RobertaForMaskedLM",
+    "RobertaForQuestionAnswering",
+    "RobertaForSequenceClassification",
+    "RobertaForTokenClassification",
+    "RobertaModel",
     "config_from_dict",
 ]
