@@ -387,13 +387,20 @@ def test_attention_terms_sum_to_the_softmax_input():
         expected = scores.masked_fill(~pair, torch.finfo(scores.dtype).min).softmax(-1)
         assert max_diff(expected, terms["probs"]) < 1e-6
 
+    # pre-LN: the terms are computed from the normalised layer input, as the forward pass does
+    pre_ln = spread(DebertaModel(small_config(pre_layer_norm=True))).eval()
+    with torch.no_grad():
+        terms = pre_ln.attention_terms(batch["input_ids"] % 333)[1]
+    scores = terms["c2c"] + terms["c2p"] + terms["p2c"]
+    assert max_diff(scores.softmax(-1), terms["probs"]) < 1e-6
+
     only_c2p = DebertaModel(small_config(pos_att_type=["c2p"])).eval()
     with torch.no_grad():
         assert set(only_c2p.attention_terms(batch["input_ids"])[0]) == {"c2c", "c2p", "probs"}
 
 
 def test_term_entries_by_hand_and_paper_variant():
-    """c2p(i, j) = Q_i · K^r[δ(i, j)]; p2c(i, j) = K_j · Q^r[δ(i, j)], or [δ(j, i)] in the paper."""
+    """c2p(i, j) = Q_i · K^r[δ(i, j)]; p2c(i, j) = K_j · Q^r[δ(i, j)], paper: [δ(j, i)]."""
     k = 3
     config = small_config(position_buckets=0, max_relative_positions=k, num_hidden_layers=1)
     model = spread(DebertaModel(config)).eval()
@@ -453,6 +460,24 @@ def test_emd_with_zero_positions_and_one_step_is_the_last_layer():
         a, b = emd(**batch), plain(**batch)
     assert max_diff(a.mlm_logits, b.mlm_logits) < 1e-5
     assert a.hidden_states is None
+
+
+def test_emd_reapplies_the_last_layer_to_fixed_keys():
+    """Step 1: queries H + P; step 2: queries = step 1's output; keys/values always H, the
+    states entering the last layer (Microsoft's EnhancedMaskDecoder)."""
+    emd, _ = emd_pair(steps=2)
+    ids = torch.randint(1, 333, (2, 11))
+    encoder = emd.backbone.encoder
+    layer = encoder.layers[-1]
+    with torch.no_grad():
+        out = emd(ids, output_hidden_states=True)
+        h = out.hidden_states[-2]
+        rel, pos = encoder.relative_inputs(11, ids.device)
+        query = h + emd.backbone.embeddings.position_embeddings.weight[:11]
+        one_step, _ = layer(h, None, False, rel, pos, query_states=query)
+        two_steps, _ = layer(h, None, False, rel, pos, query_states=one_step)
+    assert max_diff(emd.mlm_head(two_steps), out.mlm_logits) < 1e-5
+    assert max_diff(emd.mlm_head(one_step), out.mlm_logits) > 1e-2
 
 
 def test_emd_injects_absolute_positions_only_at_the_head():
