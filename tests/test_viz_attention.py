@@ -567,3 +567,24 @@ def test_compute_attentions_can_take_the_score_terms():
     )
     with pytest.raises(ValueError, match="terms=True needs a model with attention_terms"):
         compute_attentions(DotAttentionModel(), batch, terms=True)
+
+
+def test_show_attention_with_a_course_tokenizer():
+    train = pytest.importorskip("course_lib.tokenization.train")
+    bert = pytest.importorskip("course_lib.models.bert")
+    from course_lib import BertConfig
+
+    tokenizer = train.train_tokenizer("bert", ["the cat sat", "a dog ran", "the dog sat"] * 4, 60)
+    config = BertConfig(
+        vocab_size=60,
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=32,
+    )
+    explorer = show_attention(bert.BertModel(config), ("the cat sat", "a dog ran"), tokenizer)
+    encoded = tokenizer.encode("the cat sat", text_pair="a dog ran")
+    assert explorer.tokens == tokenizer.convert_ids_to_tokens(encoded["input_ids"])
+    assert explorer.sentence_b_start == encoded["token_type_ids"].index(1)
+    assert explorer.tokens[explorer.sentence_b_start - 1] == "[SEP]"

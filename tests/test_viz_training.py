@@ -182,3 +182,32 @@ def test_plot_masking_without_tokenizer_and_errors():
         plot_masking(TOKENS[:7], ORIGINAL, MASKED, LABELS, MASK_ID)
     with pytest.raises(ValueError, match="per_row=0 is invalid"):
         plot_masking(TOKENS, ORIGINAL, MASKED, LABELS, MASK_ID, per_row=0)
+
+
+def test_masking_illustration_of_the_course_masking():
+    train = pytest.importorskip("course_lib.tokenization.train")
+    masking = pytest.importorskip("course_lib.objectives.masking")
+    texts = ["the cat sat on the mat", "a dog ran in the park", "the bird sang a song"] * 4
+    tokenizer = train.train_tokenizer("bert", texts, vocab_size=60)
+    ids = torch.tensor(
+        [tokenizer.encode("the cat sat on the mat and a dog ran in the park")["input_ids"]]
+    )
+    special = masking.build_special_tokens_mask(ids, tokenizer.special_ids)
+    masked, labels = masking.mask_tokens(
+        ids,
+        special,
+        tokenizer.mask_token_id,
+        200,  # ids past the vocabulary: shown as "id N"
+        masking.MaskingConfig(mlm_probability=0.6),
+        torch.Generator().manual_seed(0),
+    )
+    tokens = tokenizer.convert_ids_to_tokens(ids[0].tolist())
+    categories = classify_masking(ids, masked, labels, tokenizer.mask_token_id)
+    selected = (labels[0] != -100).tolist()
+    assert [c != "not selected" for c in categories] == selected
+    assert categories[0] == categories[-1] == "not selected"  # [CLS] and [SEP] are never picked
+    fig = plot_masking(tokens, ids, masked, labels, tokenizer.mask_token_id, tokenizer=tokenizer)
+    texts_drawn = [t.get_text() for t in fig.axes[0].texts]
+    assert texts_drawn.count("→ [MASK]") == categories.count("masked")
+    assert "→ None" not in texts_drawn
+    assert fig.axes[0].get_title().startswith(f"{sum(selected)} of {len(tokens)} tokens selected")

@@ -302,9 +302,8 @@ def plot_masking(
             color="white" if dark else "black",
         )
         if category in ("masked", "random"):
-            if masked_tokens is not None:
-                seen = masked_tokens[i]
-            else:
+            seen = masked_tokens[i] if masked_tokens is not None else None
+            if seen is None:  # no tokenizer, or an id it does not know
                 seen = "[MASK]" if category == "masked" else f"id {masked[i]}"
             ax.text(
                 col + 0.5,
