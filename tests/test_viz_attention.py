@@ -565,8 +565,10 @@ def test_compute_attentions_can_take_the_score_terms():
     np.testing.assert_allclose(
         result.maps["c2c"], np.log(result.maps["probs"] + 1e-9), rtol=1e-5, atol=1e-5
     )
+    plain = DotAttentionModel().train()
     with pytest.raises(ValueError, match="terms=True needs a model with attention_terms"):
-        compute_attentions(DotAttentionModel(), batch, terms=True)
+        compute_attentions(plain, batch, terms=True)
+    assert plain.training  # the error leaves the model as it was
 
 
 def test_show_attention_with_a_course_tokenizer():

@@ -11,6 +11,7 @@ from typing import ClassVar
 import pytest
 
 from course_lib import BertConfig
+from course_lib.counting import count_parameters
 from course_lib.viz import params
 from course_lib.viz.params import (
     CUSTOM,
@@ -255,17 +256,15 @@ def test_format_count():
 
 
 def test_default_counter_is_course_lib_count_parameters():
-    counting = pytest.importorskip("course_lib.counting")
     config = BertConfig.from_preset("bert-tiny")
     assert PARAMETER_FAMILIES["bert"].count is params._course_count
     widget = parameter_explorer("bert", preset="bert-tiny", model_class="BertForMaskedLM")
-    assert widget.counts == counting.count_parameters(config, model_class="BertForMaskedLM")
+    assert widget.counts == count_parameters(config, model_class="BertForMaskedLM")
     hand = hand_count(config)  # BertModel by hand; the MLM model has no pooler
     assert widget.counts["total"] - widget.counts["heads"] == hand["total"] - hand["pooler"]
 
 
 def test_every_course_family_is_registered_and_counts_exactly():
-    counting = pytest.importorskip("course_lib.counting")
     assert list(PARAMETER_FAMILIES)[:5] == ["bert", "roberta", "albert", "deberta", "distilbert"]
     widget = parameter_explorer("bert")
     for name in ("roberta", "albert", "deberta", "distilbert"):
@@ -276,7 +275,7 @@ def test_every_course_family_is_registered_and_counts_exactly():
         for model_class in (family.model_classes[-1], family.model_classes[0]):  # a task, the base
             widget.model_class_select.value = model_class
             assert widget.status.value == "", (name, model_class, widget.status.value)
-            want = counting.count_parameters(family.config_from_preset(preset), model_class)
+            want = count_parameters(family.config_from_preset(preset), model_class)
             assert widget.counts == want, (name, model_class)
 
 

@@ -487,9 +487,6 @@ def compute_attentions(
     parameter = next(iter(model.parameters()), None) if hasattr(model, "parameters") else None
     if parameter is not None:
         batch = {k: v.to(parameter.device) for k, v in batch.items()}
-    was_training = getattr(model, "training", False)
-    if hasattr(model, "eval"):
-        model.eval()  # dropout off: the picture should not change between two calls
     source = None
     if terms:
         source = getattr(model, "attention_terms", None) or getattr(
@@ -500,6 +497,9 @@ def compute_attentions(
                 f"terms=True needs a model with attention_terms(...) (DeBERTa); "
                 f"{type(model).__name__} has none."
             )
+    was_training = getattr(model, "training", False)
+    if hasattr(model, "eval"):
+        model.eval()  # dropout off: the picture should not change between two calls
     try:
         with torch.no_grad():
             if source is not None:

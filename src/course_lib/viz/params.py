@@ -21,6 +21,7 @@ from matplotlib.axes import Axes
 from matplotlib.ticker import FuncFormatter
 
 from course_lib.config import BertConfig
+from course_lib.counting import count_parameters
 from course_lib.models import albert, bert, deberta, distilbert, roberta
 from course_lib.models.albert import SHARING, AlbertConfig
 from course_lib.models.deberta import DebertaConfig
@@ -66,9 +67,6 @@ CountFunction = Callable[[Any, str], Mapping[str, int]]
 
 
 def _course_count(config: Any, model_class: str) -> Mapping[str, int]:
-    # Imported at call time: the counting module is written alongside this one.
-    from course_lib.counting import count_parameters
-
     return count_parameters(config, model_class=model_class)
 
 
@@ -105,8 +103,8 @@ def register_family(
     """Make a family selectable in the explorer; `count` defaults to course_lib.count_parameters.
 
     `fields` are the config fields to edit (default: the size fields in FIELD_LABELS that the
-    config has, plus its bool fields, e.g. ALBERT's sharing switches); `choices` turns a str
-    field into a dropdown (e.g. {"sharing": ("all", "attention", "ffn", "none")}).
+    config has, plus its bool switches such as pre_layer_norm); `choices` turns a str field
+    into a dropdown (e.g. {"sharing": ("all", "attention", "ffn", "none")}).
     """
     if not dataclasses.is_dataclass(config_class):
         raise TypeError(
