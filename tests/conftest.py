@@ -1,4 +1,4 @@
-"""Shared fixtures: deterministic torch, small thread count so tests behave on 2-core machines."""
+"""Shared fixtures: every test starts from the same torch seed."""
 
 import pytest
 import torch

@@ -20,6 +20,14 @@ from course_lib.models.bert import (
     BertForTokenClassification,
     BertModel,
 )
+from course_lib.models.deberta import (
+    DebertaConfig,
+    DebertaForMaskedLM,
+    DebertaForQuestionAnswering,
+    DebertaForSequenceClassification,
+    DebertaForTokenClassification,
+    DebertaModel,
+)
 from course_lib.models.distilbert import (
     DistilBertConfig,
     DistilBertForMaskedLM,
@@ -58,6 +66,13 @@ ROBERTA_CLASSES = _by_name(
     RobertaForTokenClassification,
     RobertaForQuestionAnswering,
 )
+DEBERTA_CLASSES = _by_name(
+    DebertaModel,
+    DebertaForMaskedLM,
+    DebertaForSequenceClassification,
+    DebertaForTokenClassification,
+    DebertaForQuestionAnswering,
+)
 DISTILBERT_CLASSES = _by_name(
     DistilBertModel,
     DistilBertForMaskedLM,
@@ -70,11 +85,12 @@ MODEL_CLASSES: dict[str, type] = {
     **BERT_CLASSES,
     **ROBERTA_CLASSES,
     **ALBERT_CLASSES,
+    **DEBERTA_CLASSES,
     **DISTILBERT_CLASSES,
 }
 
 CONFIG_CLASSES: dict[str, type[BertConfig]] = {
-    cls.model_type: cls for cls in (BertConfig, RobertaConfig, AlbertConfig, DistilBertConfig)
+    cls.model_type: cls for cls in (BertConfig, RobertaConfig, AlbertConfig, DebertaConfig, DistilBertConfig)
 }
 
 
@@ -102,6 +118,12 @@ __all__ = [
     "BertForSequenceClassification",
     "BertForTokenClassification",
     "BertModel",
+    "DebertaConfig",
+    "DebertaForMaskedLM",
+    "DebertaForQuestionAnswering",
+    "DebertaForSequenceClassification",
+    "DebertaForTokenClassification",
+    "DebertaModel",
     "DistilBertConfig",
     "DistilBertForMaskedLM",
     "DistilBertForQuestionAnswering",
