@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 # Bump when the extraction or cleaning changes, so stale caches are rebuilt, not reused.
-BUILTIN_CORPUS_VERSION = 1
+BUILTIN_CORPUS_VERSION = 2
 CACHE_ENV_VAR = "COURSE_LIB_CACHE"
 
 
@@ -214,10 +214,13 @@ def document_from_text(title: str, text: str) -> Document:
 _INLINE_RULES: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r":[\w:.-]+:`~?([^`<]*?)(?:\s*<[^>]*>)?`"), r"\1"),  # :func:`len` -> len
     (re.compile(r"`([^`<]+?)\s*<[^>]+>`_{1,2}"), r"\1"),  # `text <url>`_ -> text
-    (re.compile(r"``([^`]+)``"), r"\1"),
-    (re.compile(r"`([^`]+)`_?"), r"\1"),
-    (re.compile(r"\*\*([^*\s][^*]*?)\*\*"), r"\1"),
-    (re.compile(r"(?<![\w*])\*([^*\s][^*]*?)\*(?![\w*])"), r"\1"),
+    (re.compile(r"``([^`]+)``"), r"\1"),  # ``literal`` -> literal
+    (re.compile(r"``([^`'\n]+)''"), r'"\1"'),  # old-style ``quote'' -> "quote"
+    (re.compile(r"`([^`'\n]+)'"), r"'\1'"),  # old-style `quote' -> 'quote'
+    (re.compile(r"`([^`\n]+)`_?"), r"\1"),
+    # Emphasis only around words: "**" and "*args" are Python syntax, not markup.
+    (re.compile(r"\*\*([A-Za-z0-9][^*\"\n]{0,80}?)\*\*(?![\w*])"), r"\1"),
+    (re.compile(r"(?<![\w*\"])\*([A-Za-z][^*\"\n]{0,80}?)\*(?![*\"])"), r"\1"),
     (re.compile(r"\s\[\d+\]"), ""),  # footnote references
 ]
 _CHAR_MAP = str.maketrans({"“": '"', "”": '"', "‘": "'", "’": "'", "…": "...", "\u00a0": " "})
@@ -398,6 +401,13 @@ def _c_module_docstrings(name: str) -> list[str]:
         obj = getattr(module, attr)
         if attr.startswith("_") or not callable(obj):
             continue
+        # Only what the module itself defines: pytest, IPython and site.py replace or add
+        # members (sys.excepthook, builtins.help), which would make the corpus depend on
+        # where it is built. sys keeps the originals of its hooks as sys.__excepthook__ etc.
+        if getattr(obj, "__module__", "") != name:
+            obj = getattr(module, f"__{attr}__", None)
+            if getattr(obj, "__module__", "") != name:
+                continue
         docs.append(getattr(obj, "__doc__", None) or "")
         if isinstance(obj, type):
             for method in sorted(vars(obj)):

@@ -130,10 +130,10 @@ def _select_units(
     q = span_start_probability(config.mlm_probability, n)
     width = seq + n - 1
     starts = torch.rand(batch, width, generator=generator, device=gen_device) < q
-    lengths = torch.multinomial(
-        ngram_length_probs(n).float().to(gen_device).expand(batch * width, n), 1,
-        replacement=True, generator=generator,
-    ).view(batch, width) + 1
+    # Span lengths by inverse CDF: length = 1 + number of CDF steps below a uniform draw.
+    cdf = ngram_length_probs(n).cumsum(0)[:-1].float().to(gen_device)
+    u = torch.rand(batch, width, generator=generator, device=gen_device)
+    lengths = torch.bucketize(u, cdf, right=True) + 1
     covered = torch.zeros(batch, seq, dtype=torch.bool, device=gen_device)
     for k in range(n):  # a span starting k units before unit j covers it if longer than k
         origin = slice(n - 1 - k, n - 1 - k + seq)

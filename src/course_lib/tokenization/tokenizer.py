@@ -332,6 +332,9 @@ class CourseTokenizer:
             sep_token=sp["sep"], mask_token=sp["mask"],
             bos_token=sp["cls"] if self.family == "bpe" else None,
             eos_token=sp["sep"] if self.family == "bpe" else None,
+            # RoBERTa has no segment embedding, so its tokenizer returns no token_type_ids.
+            model_input_names=["input_ids", "attention_mask"] if self.family == "bpe"
+            else ["input_ids", "token_type_ids", "attention_mask"],
         )
 
     def __repr__(self) -> str:
