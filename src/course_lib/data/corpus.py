@@ -371,7 +371,9 @@ def _source_modules(stdlib_dir: Path) -> list[tuple[str, Path]]:
 def _source_docstrings(path: Path) -> list[str]:
     """Docstrings of a module, its classes and functions, in source order (via `ast`)."""
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        with warnings.catch_warnings():  # e.g. SyntaxWarning for old escape sequences (3.12+)
+            warnings.simplefilter("ignore")
+            tree = ast.parse(path.read_text(encoding="utf-8"))
     except (SyntaxError, UnicodeDecodeError, OSError):
         return []
     docs: list[str] = []
