@@ -7,13 +7,14 @@ controls cannot load there, but the figure is a plain PNG output and must show. 
 must contain the heatmap: a large block of strongly coloured, varied pixels. The same page with
 the figure output removed is the control and must be colourless.
 
-Opt-in, about 10 s. Needs Chromium (Debian/Ubuntu: `apt-get install -y chromium`; elsewhere
-point the CHROMIUM environment variable at a Chrome/Chromium binary). Run it with
+About 10 s. Needs Chromium (Debian/Ubuntu: `apt-get install -y chromium`, which `.ci/run`
+does when it can; elsewhere point the CHROMIUM environment variable at a Chrome/Chromium
+binary). It runs with the rest of the suite when Chromium is found and is skipped, with the
+reason, when not; run it alone with
 
     pytest -m browser tests/test_browser_render.py
 
-It is skipped without `-m browser` and when no Chromium is found. The screenshots are left in
-pytest's tmp_path for a look.
+The screenshots are left in pytest's tmp_path for a look.
 """
 
 from __future__ import annotations
@@ -51,8 +52,6 @@ def find_chromium() -> str | None:
 
 @pytest.fixture
 def chromium(request) -> str:
-    if "browser" not in (request.config.getoption("markexpr") or ""):
-        pytest.skip("opt-in browser test: run with `pytest -m browser`")
     path = find_chromium()
     if path is None:
         pytest.skip(
