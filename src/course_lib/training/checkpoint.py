@@ -213,18 +213,9 @@ def load_checkpoint(
     return state
 
 
-def _config_class(model_type: str) -> type:
-    import course_lib.config as configs
-
-    for value in vars(configs).values():
-        if isinstance(value, type) and getattr(value, "model_type", None) == model_type:
-            return value
-    raise ValueError(f"no config class for model_type={model_type!r} in course_lib.config.")
-
-
 def load_pretrained(directory: str | Path, device: str | torch.device = "cpu") -> nn.Module:
     """Rebuild the model a checkpoint was saved from (class + config) and load its weights."""
-    from course_lib.models import MODEL_CLASSES
+    from course_lib.models import MODEL_CLASSES, config_from_dict
 
     state = read_state(directory)
     name, config_dict = state.get("model_class"), state.get("config")
@@ -233,7 +224,7 @@ def load_pretrained(directory: str | Path, device: str | torch.device = "cpu") -
             f"checkpoint {directory} holds model class {name!r}, which course_lib does not know; "
             f"known classes: {sorted(MODEL_CLASSES)}."
         )
-    config = _config_class(config_dict["model_type"]).from_dict(config_dict)
+    config = config_from_dict(config_dict)
     model = MODEL_CLASSES[name](config).to(device)
     load_checkpoint(directory, model, restore_rng=False)
     return model.eval()

@@ -212,12 +212,66 @@ class EpochSampler:
         return self.permutation(pos["epoch"])[start : start + self.micro_batch_size].tolist()
 
 
+@torch.no_grad()
+def evaluate_pretraining(
+    model: nn.Module,
+    dataset: Sequence[Any],
+    collate_fn: Callable[..., dict[str, Tensor]],
+    objective: str = "mlm",
+    batch_size: int = 64,
+    seed: int = 0,
+    precision: str = "fp32",
+) -> dict[str, float]:
+    """MLM loss and masked-token accuracy (and NSP/SOP accuracy) of `model` on held-out examples.
+
+    The masking is drawn from a generator seeded by `seed` alone, so every evaluation of a run
+    sees the same masks and the numbers are comparable from step to step. Under DDP the sums
+    are pooled over all processes (each passes its own share of the examples).
+    """
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    generator = torch.Generator().manual_seed(derived_seed(seed, _PURPOSE_EVAL))
+    # sums: MLM loss, correct masked tokens, masked tokens, correct sentence labels, pairs
+    sums = torch.zeros(5, dtype=torch.float64)
+    for start in range(0, len(dataset), batch_size):
+        batch = collate_fn(list(dataset[start : start + batch_size]), generator=generator)
+        batch = {k: v.to(device) for k, v in batch.items()}
+        with autocast(device, precision):
+            out = model(**model_inputs(batch))
+        labels = batch["labels"]
+        masked = labels != -100
+        logits = out.mlm_logits
+        if logits.dim() == 3:  # a model that returns every position
+            logits = logits[masked]
+        target = labels[masked]
+        sums[0] += F.cross_entropy(logits.float(), target, reduction="sum").item()
+        sums[1] += (logits.argmax(-1) == target).sum().item()
+        sums[2] += target.numel()
+        sentence = batch.get("next_sentence_label", batch.get("sentence_order_label"))
+        if sentence is not None and getattr(out, "nsp_logits", None) is not None:
+            sums[3] += (out.nsp_logits.argmax(-1) == sentence).sum().item()
+            sums[4] += sentence.numel()
+    sums = distributed.all_reduce_sum(sums)
+    model.train(was_training)
+    result = {
+        "eval_mlm_loss": float(sums[0] / max(sums[2], 1)),
+        "eval_mlm_accuracy": float(sums[1] / max(sums[2], 1)),
+    }
+    if sums[4] > 0:
+        task = "sop" if objective == "mlm+sop" else "nsp"
+        result[f"eval_{task}_accuracy"] = float(sums[3] / sums[4])
+    return result
+
+
 class Trainer:
     """Pretrains `model` on `train_dataset` (a list of examples) batched by `collate_fn`.
 
     `collate_fn(examples, generator=...)` builds a batch of tensors (with dynamic masking drawn
     from the generator). `eval_dataset` enables held-out evaluation; `objective` defaults to the
     model's own loss. Callbacks get `(trainer, record)` after every optimizer step.
+    `eval_collate_fn` masks the held-out set (default: `collate_fn`); `run_info` is plain data
+    stored in every checkpoint (what corpus and recipe made this run).
     """
 
     def __init__(
@@ -230,6 +284,8 @@ class Trainer:
         objective: Objective | None = None,
         tokenizer: Any | None = None,
         callbacks: Sequence[Callable[[Trainer, dict], None]] = (),
+        eval_collate_fn: Callable[..., dict[str, Tensor]] | None = None,
+        run_info: dict[str, Any] | None = None,
     ):
         self.config = config
         self.dist = distributed.context()
@@ -245,6 +301,8 @@ class Trainer:
             )
         self.train_dataset, self.eval_dataset = train_dataset, eval_dataset
         self.collate_fn, self.tokenizer = collate_fn, tokenizer
+        self.eval_collate_fn = eval_collate_fn  # e.g. standard 15% masking for comparable numbers
+        self.run_info = dict(run_info or {})  # plain data saved with checkpoints (corpus, recipe)
         self.objective: Objective = objective or ModelLoss()
         self.callbacks = list(callbacks)
         self.optimizer = build_optimizer(
@@ -370,53 +428,24 @@ class Trainer:
         record.update({f"train_{k}": v for k, v in metrics.items()})
         return record
 
-    @torch.no_grad()
     def evaluate(self, dataset: Sequence[Any] | None = None) -> dict[str, float]:
-        """Held-out MLM loss, masked-token accuracy and sentence-task accuracy.
-
-        The masking is drawn from a fixed seed, so every evaluation of a run sees the same masks
-        and the numbers are comparable across steps. Each process evaluates a strided share.
-        """
+        """Held-out MLM loss, masked-token accuracy and sentence-task accuracy (see
+        `evaluate_pretraining`); each process evaluates a strided share, then sums are pooled."""
         cfg = self.config
         dataset = self.eval_dataset if dataset is None else dataset
         if not dataset:
             raise ValueError("evaluate() needs an eval_dataset (held-out examples).")
         if cfg.eval_max_examples is not None:
             dataset = dataset[: cfg.eval_max_examples]
-        shard = list(dataset)[self.dist.rank :: self.dist.world_size]
-        was_training = self.model.training
-        self.model.eval()
-        generator = torch.Generator().manual_seed(derived_seed(cfg.seed, _PURPOSE_EVAL))
-        # sums: mlm loss, correct masked tokens, masked tokens, correct sentence labels, pairs
-        sums = torch.zeros(5, dtype=torch.float64)
-        for start in range(0, len(shard), cfg.eval_batch_size):
-            batch = self.collate_fn(shard[start : start + cfg.eval_batch_size], generator=generator)
-            batch = {k: v.to(self.device) for k, v in batch.items()}
-            with autocast(self.device, self.precision):
-                out = self.model(**model_inputs(batch))
-            labels = batch["labels"]
-            masked = labels != -100
-            logits = out.mlm_logits
-            if logits.dim() == 3:  # a model that returns all positions
-                logits = logits[masked]
-            target = labels[masked]
-            sums[0] += F.cross_entropy(logits.float(), target, reduction="sum").item()
-            sums[1] += (logits.argmax(-1) == target).sum().item()
-            sums[2] += target.numel()
-            sentence = batch.get("next_sentence_label", batch.get("sentence_order_label"))
-            if sentence is not None and getattr(out, "nsp_logits", None) is not None:
-                sums[3] += (out.nsp_logits.argmax(-1) == sentence).sum().item()
-                sums[4] += sentence.numel()
-        sums = distributed.all_reduce_sum(sums)
-        self.model.train(was_training)
-        result = {
-            "eval_mlm_loss": float(sums[0] / max(sums[2], 1)),
-            "eval_mlm_accuracy": float(sums[1] / max(sums[2], 1)),
-        }
-        if sums[4] > 0:
-            task = "sop" if cfg.objective == "mlm+sop" else "nsp"
-            result[f"eval_{task}_accuracy"] = float(sums[3] / sums[4])
-        return result
+        return evaluate_pretraining(
+            self.model,
+            list(dataset)[self.dist.rank :: self.dist.world_size],
+            self.eval_collate_fn or self.collate_fn,
+            objective=cfg.objective,
+            batch_size=cfg.eval_batch_size,
+            seed=cfg.seed,
+            precision=self.precision,
+        )
 
     def save(self, directory: str | Path | None = None) -> Path | None:
         """Write a checkpoint (rank 0 only; other ranks wait for it)."""
@@ -455,6 +484,7 @@ class Trainer:
                 k: v for k, v in self.scaler.state_dict().items() if isinstance(v, (int, float))
             },
             "world_size": self.dist.world_size,
+            "run": self.run_info,
             "stop_reason": self.stop_reason,
             "history": list(self.history),
         }
@@ -633,6 +663,7 @@ __all__ = [
     "TrainingConfig",
     "TrainingDiverged",
     "derived_seed",
+    "evaluate_pretraining",
     "model_inputs",
     "EpochSampler",
 ]
