@@ -42,6 +42,7 @@ from course_lib.data.pairs import (
     make_mlm_examples,
     make_nsp_examples,
     make_sop_examples,
+    tokenize_documents,
 )
 
 __all__ = [
@@ -63,4 +64,5 @@ __all__ = [
     "make_sop_examples",
     "split_documents",
     "split_sentences",
+    "tokenize_documents",
 ]

@@ -17,7 +17,9 @@ def gelu_tanh(x: Tensor) -> Tensor:
 
 
 _ACTIVATIONS = {
-    "gelu": F.gelu,  # exact erf form, as in the original BERT code
+    # exact erf form, as transformers' "gelu"; the original TF BERT code used the tanh
+    # approximation ("gelu_new" here); they differ by at most ~5e-4
+    "gelu": F.gelu,
     "gelu_new": gelu_tanh,
     "relu": F.relu,
     "silu": F.silu,
