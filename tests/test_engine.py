@@ -347,3 +347,14 @@ def test_a_signal_finishes_the_step_saves_and_exits_cleanly(tmp_path, signum, on
     full.train()
     for name, value in full.model.state_dict().items():
         assert torch.equal(value, resumed.model.state_dict()[name]), name
+
+
+def test_history_plots_in_one_call():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    trainer = make_trainer(steps=4, eval_every=2)
+    trainer.train()
+    figure = trainer.plot()
+    titles = " ".join(ax.get_title().lower() + ax.get_ylabel().lower() for ax in figure.axes)
+    assert len(figure.axes) >= 3 and "loss" in titles and "accuracy" in titles

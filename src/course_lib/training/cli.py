@@ -190,6 +190,10 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
     corpus_spec = args.corpus
     if resume_dir is not None and args.corpus == "builtin":
         corpus_spec = state.get("run", {}).get("corpus", corpus_spec)
+    try:
+        family.model_class(objective)  # fail before minutes of corpus and tokenizer work
+    except ValueError as err:
+        raise UsageError(str(err).rstrip(".")) from err
     if args.threads:
         import torch
 
@@ -205,13 +209,12 @@ def _pretrain(
 ) -> int:
     import torch
 
-    from course_lib.data import PretrainingCollator, build_pretraining_dataset
-    from course_lib.objectives import MaskingConfig
-    from course_lib.tokenization import CourseTokenizer, train_tokenizer
+    from course_lib.tokenization import CourseTokenizer
     from course_lib.training import distributed
     from course_lib.training.device import select_device
     from course_lib.training.engine import Trainer, TrainingDiverged
     from course_lib.training.inference import fill_mask_report, format_fill_mask_report
+    from course_lib.training.recipes import prepare_run
 
     try:
         device = select_device(args.device)
@@ -219,6 +222,7 @@ def _pretrain(
         raise UsageError(str(err).rstrip(".")) from err
     ctx = distributed.init_from_env(device.type)
     main = ctx.is_main
+    tokenizer = None
     if resume_dir is not None:  # the checkpoint's own tokenizer: the ids must not change
         tokenizer = CourseTokenizer.load(resume_dir / "tokenizer.json")
     else:
@@ -226,20 +230,16 @@ def _pretrain(
             f"training a {recipe.vocab_size}-entry {family.tokenizer} tokenizer on {corpus.name}",
             main=main,
         )
-        tokenizer = train_tokenizer(family.tokenizer, corpus.texts("train"), recipe.vocab_size)
-    train = build_pretraining_dataset(
-        corpus.train, tokenizer, objective, recipe.max_length, args.seed
-    )
-    held_out = build_pretraining_dataset(
-        corpus.validation, tokenizer, objective, recipe.max_length, args.seed
-    )
+    try:
+        run = prepare_run(recipe, family.name, objective, corpus, args.seed, tokenizer)
+    except ValueError as err:  # e.g. a family without a sentence head and objective mlm+nsp
+        raise UsageError(str(err).rstrip(".")) from err
+    model, tokenizer, train, held_out = run.model, run.tokenizer, run.train, run.held_out
     if not held_out:
         raise UsageError(
             f"corpus {corpus_spec!r} has no validation documents; give it more documents"
         )
-    config = recipe.model_config(family, tokenizer.vocab_size, tokenizer.pad_token_id)
-    torch.manual_seed(args.seed)
-    model = family.model_class(objective)(config)
+    config = model.config
     overrides: dict[str, Any] = dict(objective=objective, seed=args.seed, device=args.device)
     overrides["output_dir"] = str(output_dir)
     overrides["progress"] = not args.no_progress
@@ -270,7 +270,7 @@ def _pretrain(
         training = recipe.training_config(**overrides)
     except ValueError as err:
         raise UsageError(str(err).rstrip(".")) from err
-    collator = PretrainingCollator(tokenizer, MaskingConfig(**recipe.masking), seed=args.seed)
+    collator = run.collator
     run_info = {
         "family": family.name,
         "preset": recipe.name,

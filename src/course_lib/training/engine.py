@@ -394,6 +394,7 @@ class Trainer:
                         bar.write(_format_eval(record))
                 self._update_bar(bar)
                 if len(record) > 1:
+                    record.setdefault("elapsed_s", self.elapsed_s)
                     self.history.append(record)
                 for callback in self.callbacks:
                     callback(self, record)

@@ -153,3 +153,52 @@ def get_recipe(name: str) -> Recipe:
         )
     known = sorted(RECIPES) + sorted(BertConfig.presets)
     raise ValueError(f"unknown preset {name!r}; choose one of {known}.")
+
+
+@dataclass
+class PreparedRun:
+    """Everything a recipe needs before training: model, tokenizer, examples, collator."""
+
+    model: Any
+    tokenizer: Any
+    train: list
+    held_out: list
+    collator: Any
+    corpus: Any
+
+
+def prepare_run(
+    recipe: Recipe | str = "tiny",
+    family: str = "bert",
+    objective: str = "mlm",
+    corpus: Any | None = None,
+    seed: int = 0,
+    tokenizer: Any | None = None,
+) -> PreparedRun:
+    """Corpus -> tokenizer -> examples -> model, exactly as `course pretrain` does it.
+
+    `corpus` defaults to the built-in one; pass `tokenizer` to reuse a trained one (resuming
+    needs the checkpoint's own tokenizer, since retraining could change the ids).
+    """
+    import torch
+
+    from course_lib.data import PretrainingCollator, build_pretraining_dataset, load_builtin_corpus
+    from course_lib.objectives import MaskingConfig
+    from course_lib.tokenization import train_tokenizer
+
+    recipe = get_recipe(recipe) if isinstance(recipe, str) else recipe
+    if family not in FAMILIES:
+        raise ValueError(f"unknown family {family!r}; choose one of {sorted(FAMILIES)}.")
+    fam = FAMILIES[family]
+    corpus = corpus if corpus is not None else load_builtin_corpus()
+    if tokenizer is None:
+        tokenizer = train_tokenizer(fam.tokenizer, corpus.texts("train"), recipe.vocab_size)
+    train = build_pretraining_dataset(corpus.train, tokenizer, objective, recipe.max_length, seed)
+    held_out = build_pretraining_dataset(
+        corpus.validation, tokenizer, objective, recipe.max_length, seed
+    )
+    config = recipe.model_config(fam, tokenizer.vocab_size, tokenizer.pad_token_id)
+    torch.manual_seed(seed)
+    model = fam.model_class(objective)(config)
+    collator = PretrainingCollator(tokenizer, MaskingConfig(**recipe.masking), seed=seed)
+    return PreparedRun(model, tokenizer, train, held_out, collator, corpus)

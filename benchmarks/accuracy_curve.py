@@ -1,0 +1,103 @@
+"""Held-out masked-token accuracy of a recipe against wall-clock time (not a timed test).
+
+Trains the recipe on the built-in corpus for --minutes, evaluating every --every minutes, then
+prints the curve, the fill-mask hit rate on held-out sentences, and the two trivial baselines
+(always the most frequent token; the unigram loss) for scale.
+
+    python benchmarks/accuracy_curve.py                          # tiny recipe, 5 min, 2 threads
+    python benchmarks/accuracy_curve.py --minutes 10 --every 1
+    python benchmarks/accuracy_curve.py --steps 600              # a fixed step budget instead
+
+Wall-clock results depend on the machine *and its load*: the load average is printed at the
+start and the end; compare runs only under similar load (or compare fixed step budgets).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from collections import Counter
+
+import torch
+
+from course_lib.data import load_builtin_corpus
+from course_lib.training import Trainer
+from course_lib.training.device import cpu_supports_bf16
+from course_lib.training.inference import fill_mask_report, format_fill_mask_report
+from course_lib.training.recipes import get_recipe, prepare_run
+
+
+def baselines(run) -> tuple[float, float]:
+    """Accuracy of always predicting the most frequent training token, and the unigram loss."""
+    special = set(run.tokenizer.special_ids)
+    counts = Counter(t for e in run.train for t in e["input_ids"] if t not in special)
+    total = sum(counts.values())
+    held = Counter(t for e in run.held_out for t in e["input_ids"] if t not in special)
+    held_total = sum(held.values())
+    top = counts.most_common(1)[0][0]
+    # Unigram cross-entropy on held-out tokens (add-one smoothing for unseen ones).
+    vocab = run.tokenizer.vocab_size
+    loss = (
+        -sum(n * math.log((counts[t] + 1) / (total + vocab)) for t, n in held.items()) / held_total
+    )
+    return held[top] / held_total, loss
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--preset", default="tiny")
+    p.add_argument("--minutes", type=float, default=None, help="default: the recipe's (5)")
+    p.add_argument("--steps", type=int, default=None)
+    p.add_argument("--every", type=float, default=0.5, help="evaluate every N minutes")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--precision", default=None)
+    p.add_argument("--samples", type=int, default=20)
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    recipe = get_recipe(args.preset)
+    print(
+        f"load average at start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; "
+        f"{args.threads} threads; CPU native bf16: {cpu_supports_bf16()}"
+    )
+    run = prepare_run(recipe, "bert", "mlm", load_builtin_corpus(progress=False), seed=args.seed)
+    overrides = dict(eval_every_minutes=args.every, eval_max_examples=None, seed=args.seed)
+    if args.steps:
+        overrides.update(
+            max_steps=args.steps,
+            max_minutes=None,
+            eval_every_minutes=None,
+            eval_every=max(1, args.steps // 10),
+        )
+    elif args.minutes:
+        overrides["max_minutes"] = args.minutes
+    if args.precision:
+        overrides["precision"] = args.precision
+    config = recipe.training_config(**overrides)
+    trainer = Trainer(run.model, run.train, run.collator, config, eval_dataset=run.held_out)
+    print(
+        f"{recipe.name}: {run.model.config.num_hidden_layers} layers x {run.model.config.hidden_size}, "
+        f"{sum(p.numel() for p in run.model.parameters()) / 1e6:.1f}M parameters, "
+        f"{len(run.train)} train / {len(run.held_out)} held-out examples, precision {trainer.precision}"
+    )
+    history = trainer.train()
+    print(f"\n{'minutes':>8} {'step':>6} {'MLM loss':>9} {'accuracy':>9}")
+    for row in history:
+        if "eval_mlm_accuracy" in row:
+            print(
+                f"{row['elapsed_s'] / 60:8.2f} {row['step']:6d} "
+                f"{row['eval_mlm_loss']:9.3f} {row['eval_mlm_accuracy']:9.1%}"
+            )
+    top_accuracy, unigram_loss = baselines(run)
+    print(
+        f"baselines: most-frequent token {top_accuracy:.1%}, unigram loss {unigram_loss:.2f} nats"
+    )
+    sentences = [s for doc in run.corpus.validation for s in doc.sentences]
+    rows = fill_mask_report(run.model, run.tokenizer, sentences, n=args.samples, seed=args.seed)
+    print(format_fill_mask_report(rows, "after training"))
+    print(f"load average at end: {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
