@@ -207,7 +207,14 @@ def load_checkpoint(
                 f"checkpoint {directory} holds no optimizer state (saved for inference)."
             )
         tensors = load_file(str(directory / OPTIMIZER_FILE), device=str(device))
-        optimizer.load_state_dict(_join_optimizer_state(tensors, state["optimizer"]))
+        saved = _join_optimizer_state(tensors, state["optimizer"])
+        # Implementation switches follow this machine, not the one that saved (a fused kernel
+        # may exist on the GPU that wrote the checkpoint but not here).
+        for group, current in zip(saved["param_groups"], optimizer.param_groups):
+            for key in ("fused", "foreach", "capturable", "differentiable"):
+                if key in current:
+                    group[key] = current[key]
+        optimizer.load_state_dict(saved)
     if restore_rng and "rng" in state:
         set_rng_state(state["rng"])
     return state

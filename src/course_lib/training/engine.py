@@ -532,9 +532,9 @@ class Trainer:
                 derived_seed(cfg.seed, self.step, slot, _PURPOSE_MASK)
             )
             batch = self.collate_fn(examples, generator=generator)
-            batch = {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
-            mask = batch.get("attention_mask")
+            mask = batch.get("attention_mask")  # counted on the CPU: no GPU sync for a log number
             tokens += float(mask.sum()) if mask is not None else float(batch["input_ids"].numel())
+            batch = {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
             # Dropout draws depend on (seed, step, slot) only: resume- and world-size-invariant.
             torch.manual_seed(derived_seed(cfg.seed, self.step, slot, _PURPOSE_DROPOUT))
             last = i == accumulation - 1
