@@ -1,0 +1,242 @@
+"""Chapter 02 checkers: the right answer passes; the stub and typical mistakes are rejected with
+a message that names the mistake."""
+
+import pytest
+import torch
+
+from course_lib.data import make_format_examples
+from course_lib.exercises.core import ExerciseError
+from course_lib.exercises.roberta import (
+    check_dynamic_collator,
+    check_full_sentences,
+    check_gradient_accumulation,
+    check_position_ids,
+    reference_full_sentences,
+)
+from course_lib.objectives.masking import MaskingConfig, build_special_tokens_mask, mask_tokens
+from course_lib.tokenization import train_tokenizer
+
+
+def stub(*args, **kwargs):
+    raise NotImplementedError()
+
+
+# ----- position ids ------------------------------------------------------------------------------
+
+
+def fairseq_positions(input_ids, padding_idx):
+    real = (input_ids != padding_idx).long()
+    return torch.cumsum(real, dim=1) * real + padding_idx
+
+
+def test_position_ids_accepts_the_fairseq_rule(capsys):
+    check_position_ids(fairseq_positions)
+    assert "Correct!" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        (stub, "not implemented yet"),
+        (lambda ids, p: torch.arange(ids.shape[1]).expand_as(ids), "BERT's positions"),
+        (lambda ids, p: fairseq_positions(ids, p) - (ids != p).long(), "off by one"),
+        (lambda ids, p: torch.cumsum((ids != p).long(), 1) + p, "padding must get position"),
+        (lambda ids, p: fairseq_positions(ids, 1), "assumed padding_idx = 1"),
+        (lambda ids, p: torch.arange(ids.shape[1]).expand_as(ids) * (ids != p) + p + (ids != p),
+         "left padding"),
+        (lambda ids, p: fairseq_positions(ids, p).float(), "integer"),
+    ],
+)
+def test_position_ids_rejects_typical_mistakes(wrong, message):
+    with pytest.raises(ExerciseError, match=message):
+        check_position_ids(wrong)
+
+
+# ----- dynamic masking collator ------------------------------------------------------------------
+
+
+def pad(examples, pad_token_id):
+    width = max(len(e) for e in examples)
+    ids = torch.full((len(examples), width), pad_token_id)
+    attention = torch.zeros_like(ids)
+    for i, e in enumerate(examples):
+        ids[i, : len(e)] = torch.tensor(e)
+        attention[i, : len(e)] = 1
+    return ids, attention
+
+
+def collate(examples, pad_token_id, mask_token_id, vocab_size, special_ids, generator):
+    ids, attention = pad(examples, pad_token_id)
+    special = build_special_tokens_mask(ids, special_ids, attention)
+    ids, labels = mask_tokens(ids, special, mask_token_id, vocab_size, MaskingConfig(), generator)
+    return {"input_ids": ids, "attention_mask": attention, "labels": labels}
+
+
+def static_collate(examples, pad_token_id, mask_token_id, vocab_size, special_ids, generator):
+    return collate(examples, pad_token_id, mask_token_id, vocab_size, special_ids,
+                   torch.Generator().manual_seed(0))  # re-seeded: the same masks every epoch
+
+
+def global_rng_collate(examples, pad_token_id, mask_token_id, vocab_size, special_ids, generator):
+    torch.rand(1)  # ignores `generator`, draws from the global RNG
+    return collate(examples, pad_token_id, mask_token_id, vocab_size, special_ids,
+                   torch.Generator().manual_seed(int(torch.randint(0, 2**30, (1,)))))
+
+
+def masks_padding(examples, pad_token_id, mask_token_id, vocab_size, special_ids, generator):
+    ids, attention = pad(examples, pad_token_id)
+    special = build_special_tokens_mask(ids, [s for s in special_ids if s != pad_token_id])
+    ids, labels = mask_tokens(ids, special, mask_token_id, vocab_size, MaskingConfig(), generator)
+    return {"input_ids": ids, "attention_mask": attention, "labels": labels}
+
+
+def all_mask(examples, pad_token_id, mask_token_id, vocab_size, special_ids, generator):
+    config = MaskingConfig(mask_replace_prob=1.0, random_replace_prob=0.0)
+    ids, attention = pad(examples, pad_token_id)
+    special = build_special_tokens_mask(ids, special_ids, attention)
+    ids, labels = mask_tokens(ids, special, mask_token_id, vocab_size, config, generator)
+    return {"input_ids": ids, "attention_mask": attention, "labels": labels}
+
+
+def test_dynamic_collator_accepts_a_correct_collator(capsys):
+    check_dynamic_collator(collate)
+    assert "re-masks" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        (stub, "not implemented yet"),
+        (static_collate, "static masking"),
+        (global_rng_collate, "draw every random number from `generator`"),
+        (masks_padding, "never mask padding"),
+        (all_mask, "80/10/10"),
+        (lambda *a: {"input_ids": pad(a[0], a[1])[0]}, "missing"),
+    ],
+)
+def test_dynamic_collator_rejects_typical_mistakes(wrong, message):
+    with pytest.raises(ExerciseError, match=message):
+        check_dynamic_collator(wrong)
+
+
+# ----- FULL-SENTENCES packing --------------------------------------------------------------------
+
+
+def full_sentences(documents, budget, sep_id):
+    blocks, block = [], []
+    for doc in documents:
+        if block:
+            if len(block) + 1 >= budget:
+                blocks, block = blocks + [block], []
+            else:
+                block.append(sep_id)
+        for sentence in doc:
+            for start in range(0, len(sentence), budget):
+                piece = sentence[start:start + budget]
+                if len(block) + len(piece) > budget:
+                    blocks, block = blocks + [block], []
+                block = block + piece
+    return blocks + [block] if block else blocks
+
+
+def doc_sentences(documents, budget, sep_id):
+    return [b for doc in documents for b in full_sentences([doc], budget, sep_id)]
+
+
+def no_separator(documents, budget, sep_id):
+    return [[t for t in b if t != sep_id] for b in full_sentences(documents, budget, sep_id)]
+
+
+def cut_anywhere(documents, budget, sep_id):  # group_texts style: ignores sentence ends
+    stream = []
+    for doc in documents:
+        stream += ([sep_id] if stream else []) + [t for s in doc for t in s]
+    return [stream[i:i + budget] for i in range(0, len(stream), budget)]
+
+
+def drops_long_sentences(documents, budget, sep_id):
+    return full_sentences([[s for s in d if len(s) <= budget] for d in documents], budget, sep_id)
+
+
+def test_full_sentences_accepts_the_packing(capsys):
+    check_full_sentences(full_sentences)
+    assert "Correct!" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        (stub, "not implemented yet"),
+        (doc_sentences, "DOC-SENTENCES"),
+        (no_separator, "no separator"),
+        (cut_anywhere, "sentences are cut at block boundaries"),
+        (drops_long_sentences, "not dropped"),
+        (lambda d, b, s: [[t for x in d for y in x for t in y]], "more than budget"),
+    ],
+)
+def test_full_sentences_rejects_typical_mistakes(wrong, message):
+    with pytest.raises(ExerciseError, match=message):
+        check_full_sentences(wrong)
+
+
+@pytest.mark.parametrize("fmt, cross", [("full-sentences", True), ("doc-sentences", False)])
+def test_reference_packing_equals_the_library(fmt, cross):
+    """The checker's reference follows make_format_examples exactly (specials stripped)."""
+    docs = [
+        ["The cat sat on the mat.", "It was warm.", "Then it slept for a long, long time."],
+        ["Byte-level BPE never needs an unknown token."],
+        ["Dynamic masking draws new masks.", "Static masking repeats them.", "Short.", "Yes."],
+    ] * 3
+    tok = train_tokenizer("roberta", [s for d in docs for s in d], vocab_size=300)
+    max_length = 14
+    examples = make_format_examples(docs, tok, max_length=max_length, format=fmt)
+    tokenized = [[tok.encode_pieces([s])[0][0] for s in d] for d in docs]
+    ref = reference_full_sentences(tokenized, max_length - 2, tok.sep_token_id, cross)
+    assert [e["input_ids"][1:-1] for e in examples] == ref
+    assert len(ref) > len(docs) // 2  # the documents really were packed and split
+
+
+# ----- gradient accumulation ---------------------------------------------------------------------
+
+
+def weighted(model, micro_batches):
+    total = sum(int((m["labels"] != -100).sum()) for m in micro_batches)
+    for m in micro_batches:
+        n = int((m["labels"] != -100).sum())
+        (model(**m).loss * n / total).backward()
+
+
+def naive(model, micro_batches):
+    for m in micro_batches:
+        (model(**m).loss / len(micro_batches)).backward()
+
+
+def summed(model, micro_batches):
+    for m in micro_batches:
+        model(**m).loss.backward()
+
+
+def zeroes_between(model, micro_batches):
+    for m in micro_batches:
+        model.zero_grad()
+        (model(**m).loss / len(micro_batches)).backward()
+
+
+def test_gradient_accumulation_accepts_token_weighting(capsys):
+    check_gradient_accumulation(weighted)
+    assert "naive average" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        (stub, "not implemented yet"),
+        (naive, "averaged the micro-batch losses equally"),
+        (summed, "too large"),
+        (zeroes_between, "do not zero the gradients"),
+        (lambda model, mb: None, "no gradients"),
+    ],
+)
+def test_gradient_accumulation_rejects_typical_mistakes(wrong, message):
+    with pytest.raises(ExerciseError, match=message):
+        check_gradient_accumulation(wrong)
