@@ -56,6 +56,9 @@ def test_fast_run_writes_complete_results(fast_run):
         steps = [row["step"] for row in run["curve"]]
         assert steps == sorted(steps) and steps[-1] == run["steps"]
         assert run["curve"][-1]["eval_mlm_loss"] == run["eval_mlm_loss"]  # final = last point
+    (out / f"{name}.png").unlink()  # --replot redraws the figure from the JSON alone
+    assert module.main(["--replot", "--out", str(out)]) == result
+    assert (out / f"{name}.png").stat().st_size > 1000
 
 
 @pytest.mark.slow

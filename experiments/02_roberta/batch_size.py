@@ -44,8 +44,18 @@ PAPER = {
 }
 
 
+def figure(payload: dict) -> object:
+    cfg = payload["config"]
+    return common.plot_arms(payload["runs"], ARMS, f"Batch size at equal tokens "
+                            f"({cfg['training']['sequences_per_run']} sequences of "
+                            f"{cfg['data']['max_length']} tokens, {len(cfg['seeds'])} seeds)",
+                            labels=LABELS, x="sequences")
+
+
 def main(argv: list[str] | None = None) -> dict:
     args = common.parser(__doc__.splitlines()[0]).parse_args(argv)
+    if args.replot:
+        return common.replot(args.out, NAME, figure)
     fast = args.fast
     seeds = args.seeds or (2 if fast else 3)
     workers = args.workers or (1 if fast else 2)
@@ -106,10 +116,7 @@ def main(argv: list[str] | None = None) -> dict:
         "paper": PAPER,
         "wall_s": round(time.perf_counter() - start, 1),
     }
-    figure = common.plot_arms(results, ARMS, f"Batch size at equal tokens ({sequences} sequences "
-                              f"of {max_length} tokens, {seeds} seeds)", labels=LABELS,
-                              x="sequences")
-    path = common.write_results(args.out, NAME, payload, figure)
+    path = common.write_results(args.out, NAME, payload, figure(payload))
     print(common.describe(summary, "eval_mlm_loss"))
     print(f"wrote {path.name} and {NAME}.png in {payload['wall_s']:.0f} s")
     return payload

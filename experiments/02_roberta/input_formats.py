@@ -41,8 +41,16 @@ PAPER = {
 }
 
 
+def figure(payload: dict) -> object:
+    steps, seeds = payload["config"]["training"]["steps"], len(payload["config"]["seeds"])
+    return common.plot_arms(payload["runs"], ARMS, f"Input formats ({steps} steps, ~equal tokens, "
+                            f"{seeds} seeds)", labels=LABELS)
+
+
 def main(argv: list[str] | None = None) -> dict:
     args = common.parser(__doc__.splitlines()[0]).parse_args(argv)
+    if args.replot:
+        return common.replot(args.out, NAME, figure)
     fast = args.fast
     seeds = args.seeds or (2 if fast else 3)
     workers = args.workers or (1 if fast else 2)
@@ -111,9 +119,7 @@ def main(argv: list[str] | None = None) -> dict:
         "paper": PAPER,
         "wall_s": round(time.perf_counter() - start, 1),
     }
-    figure = common.plot_arms(results, ARMS, f"Input formats ({steps} steps, ~equal tokens, "
-                              f"{seeds} seeds)", labels=LABELS)
-    path = common.write_results(args.out, NAME, payload, figure)
+    path = common.write_results(args.out, NAME, payload, figure(payload))
     print(common.describe(summary, "eval_mlm_loss"))
     print(f"wrote {path.name} and {NAME}.png in {payload['wall_s']:.0f} s")
     return payload

@@ -327,7 +327,16 @@ def parser(description: str) -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=None, help="optimizer steps per run")
     p.add_argument("--workers", type=int, default=None,
                    help="parallel processes (default: 2 in full mode, 1 in fast mode)")
+    p.add_argument("--replot", action="store_true",
+                   help="only redraw <name>.png from the <name>.json already in --out")
     return p
+
+
+def replot(out: Path, name: str, figure: Callable[[dict[str, Any]], Any]) -> dict[str, Any]:
+    """Redraw a figure from saved results (no training); returns the results."""
+    payload = json.loads((out / f"{name}.json").read_text())
+    figure(payload).savefig(out / f"{name}.png", dpi=110, bbox_inches="tight")
+    return payload
 
 
 def environment() -> dict[str, Any]:
@@ -370,7 +379,8 @@ def write_results(out: Path, name: str, payload: dict[str, Any], figure: Any) ->
 def plot_arms(results: Sequence[dict[str, Any]], arms: Sequence[str], title: str,
               curve_metric: str = "eval_mlm_loss", labels: dict[str, str] | None = None,
               x: str = "step") -> Any:
-    """Left: held-out MLM loss per arm (dots = seeds, bar = mean ± std). Right: mean curves."""
+    """Left: held-out MLM loss per arm (small dots = seeds, big dot = mean ± std over seeds).
+    Right: the held-out loss during training, averaged over seeds."""
     import matplotlib
 
     matplotlib.use("Agg", force=False)
@@ -383,8 +393,11 @@ def plot_arms(results: Sequence[dict[str, Any]], arms: Sequence[str], title: str
     for i, arm in enumerate(arms):
         values = [r["eval_mlm_loss"] for r in results if r["arm"] == arm]
         stats = mean_std(values)
-        left.bar(i, stats["mean"], yerr=stats["std"], color=colours[i], alpha=0.5, capsize=4)
-        left.scatter([i] * len(values), values, color=colours[i], zorder=3, s=14)
+        jitter = [i + 0.12 * (k - (len(values) - 1) / 2) / max(len(values), 1)
+                  for k in range(len(values))]
+        left.scatter(jitter, values, color=colours[i], alpha=0.6, s=14, zorder=2)
+        left.errorbar(i + 0.25, stats["mean"], yerr=stats["std"], fmt="o", color=colours[i],
+                      capsize=4, zorder=3)
         curves = [r["curve"] for r in results if r["arm"] == arm]
         steps = sorted({row[x] for c in curves for row in c if curve_metric in row})
         if steps:
@@ -393,11 +406,10 @@ def plot_arms(results: Sequence[dict[str, Any]], arms: Sequence[str], title: str
                           for s in steps]
             right.plot(steps, mean_curve, color=colours[i], label=labels.get(arm, arm))
     left.set_xticks(range(len(arms)), [labels.get(a, a) for a in arms], fontsize=8)
-    all_values = [r["eval_mlm_loss"] for r in results]
-    spread = max(all_values) - min(all_values)
-    left.set_ylim(min(all_values) - spread - 0.05, max(all_values) + spread + 0.05)
+    left.set_xlim(-0.5, len(arms) - 0.5)
+    left.grid(axis="y", alpha=0.3)
     left.set_ylabel("held-out MLM loss (lower is better)")
-    left.set_title("final, per seed")
+    left.set_title("final: seeds, and mean ± std")
     right.set_xlabel("optimizer step" if x == "step" else f"{x} seen")
     right.set_ylabel(curve_metric.replace("_", " "))
     right.set_title("during training (mean over seeds)")
