@@ -1,0 +1,179 @@
+"""The chapter 03 checkers accept correct answers and reject typical mistakes with specific
+feedback (and the untouched stubs)."""
+
+import copy
+
+import pytest
+from torch import nn
+
+from course_lib.exercises import ExerciseError
+from course_lib.exercises.albert import (
+    check_albert_parameters,
+    check_factorized_embeddings,
+    check_shared_layers,
+    check_sop_pairs,
+)
+
+
+def stub(*args, **kwargs):
+    raise NotImplementedError()
+
+
+# --- exercise 1: the factorized embedding count -------------------------------------------------
+
+
+def good_embeddings(V, E, H, P, T):
+    return (V + P + T) * E + 2 * E + E * H + H
+
+
+def test_embedding_checker_accepts_the_formula():
+    check_factorized_embeddings(good_embeddings)
+
+
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        (stub, "not implemented yet"),
+        (lambda V, E, H, P, T: (V + P + T) * H + 2 * H, "BERT's V x H table"),
+        (lambda V, E, H, P, T: good_embeddings(V, E, H, P, T) - H, "projection's bias"),
+        (lambda V, E, H, P, T: good_embeddings(V, E, H, P, T) - 2 * E, "LayerNorm .* is missing"),
+        (lambda V, E, H, P, T: good_embeddings(V, E, H, P, T) - 2 * E + 2 * H, "2E parameters, not 2H"),
+        (lambda V, E, H, P, T: V * E + (P + T) * H + E * H + H + 2 * H, "E-wide too"),
+        (lambda V, E, H, P, T: float(good_embeddings(V, E, H, P, T)), "return an int"),
+        (lambda V, E, H, P, T: good_embeddings(V, E, H, P, T) + 1, r"off by \+1"),
+    ],
+)
+def test_embedding_checker_names_the_mistake(wrong, message):
+    with pytest.raises(ExerciseError, match=message):
+        check_factorized_embeddings(wrong)
+
+
+# --- exercise 2: sentence-order pairs -----------------------------------------------------------
+
+
+def good_sop(segments, rng):
+    pairs = []
+    for a, b in zip(segments[:-1], segments[1:]):
+        if rng.random() < 0.5:
+            pairs.append((b, a, 1))
+        else:
+            pairs.append((a, b, 0))
+    return pairs
+
+
+def test_sop_checker_accepts_a_correct_builder():
+    check_sop_pairs(good_sop)
+
+
+def nsp_style(segments, rng):
+    """Negative = a segment from far away (NSP's recipe), not a swap."""
+    pairs = []
+    for i in range(len(segments) - 1):
+        if rng.random() < 0.5:
+            pairs.append((segments[i], segments[(i + 50) % len(segments)], 1))
+        else:
+            pairs.append((segments[i], segments[i + 1], 0))
+    return pairs
+
+
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        (stub, "not implemented yet"),
+        (nsp_style, "NSP's negative"),
+        (lambda s, rng: [(a, b, 1 - lab) for a, b, lab in good_sop(s, rng)], "labelled"),
+        (lambda s, rng: [(a, b, 0) for a, b in zip(s[:-1], s[1:])], "no pair was swapped"),
+        (lambda s, rng: [(b, a, 1) if i % 5 else (a, b, 0)
+                         for i, (a, b) in enumerate(zip(s[:-1], s[1:]))], "expected about 50%"),
+        (lambda s, rng: good_sop(s, rng)[:-1], "adjacent pairs"),
+        (lambda s, rng: good_sop(s, __import__("random").Random()), "draw every random choice"),
+    ],
+)
+def test_sop_checker_names_the_mistake(wrong, message):
+    with pytest.raises(ExerciseError, match=message):
+        check_sop_pairs(wrong)
+
+
+# --- exercise 3: a shared layer stack -----------------------------------------------------------
+
+
+def good_shared(make_layer, num_layers, num_groups):
+    per_group = num_layers // num_groups
+    groups = [make_layer() for _ in range(num_groups)]
+    return nn.ModuleList(groups[i // per_group] for i in range(num_layers))
+
+
+def test_shared_layers_checker_accepts_consecutive_groups():
+    check_shared_layers(good_shared)
+
+
+def deep_copies(make_layer, num_layers, num_groups):
+    layer = make_layer()
+    return nn.ModuleList(copy.deepcopy(layer) for _ in range(num_layers))
+
+
+def interleaved(make_layer, num_layers, num_groups):
+    groups = [make_layer() for _ in range(num_groups)]
+    return nn.ModuleList(groups[i % num_groups] for i in range(num_layers))
+
+
+def builds_too_many(make_layer, num_layers, num_groups):
+    good = good_shared(make_layer, num_layers, num_groups)
+    make_layer()  # an unused extra layer
+    return good
+
+
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        (stub, "not implemented yet"),
+        (deep_copies, "copies are not shared"),
+        (interleaved, "interleaved"),
+        (lambda make, n, g: list(good_shared(make, n, g)), "nn.ModuleList"),
+        (lambda make, n, g: nn.ModuleList(list(good_shared(make, n, g))[:-1]), "one entry per"),
+        (builds_too_many, "make_layer was called 2 times"),
+    ],
+)
+def test_shared_layers_checker_names_the_mistake(wrong, message):
+    with pytest.raises(ExerciseError, match=message):
+        check_shared_layers(wrong)
+
+
+# --- exercise 4: the whole AlbertModel count with a sharing strategy ----------------------------
+
+
+def good_albert(V, E, H, L, I, P, T, sharing):  # noqa: E741
+    embeddings = (V + P + T) * E + 2 * E + E * H + H
+    attention = 4 * (H * H + H) + 2 * H
+    ffn = H * I + I + I * H + H + 2 * H
+    n_attention = 1 if sharing in ("all", "attention") else L
+    n_ffn = 1 if sharing in ("all", "ffn") else L
+    return embeddings + n_attention * attention + n_ffn * ffn + H * H + H
+
+
+def test_albert_checker_accepts_the_formula():
+    check_albert_parameters(good_albert)
+
+
+def shares_everything_always(V, E, H, L, I, P, T, sharing):  # noqa: E741
+    return good_albert(V, E, H, L, I, P, T, "all")
+
+
+def shares_nothing_always(V, E, H, L, I, P, T, sharing):  # noqa: E741
+    return good_albert(V, E, H, L, I, P, T, "none")
+
+
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        (stub, "not implemented yet"),
+        (shares_nothing_always, "counted L times"),
+        (shares_everything_always, "NOT shared with sharing=.none."),
+        (lambda *a: good_albert(*a) - a[2] * a[2] - a[2], "pooler"),
+        (lambda V, E, H, L, I, P, T, s: good_albert(V, H, H, L, I, P, T, s) - H * H - H,  # noqa: E741
+         "factorized"),
+    ],
+)
+def test_albert_checker_names_the_mistake(wrong, message):
+    with pytest.raises(ExerciseError, match=message):
+        check_albert_parameters(wrong)
