@@ -1,0 +1,234 @@
+"""Chapter 04 (DeBERTa) exercise checkers: δ(i, j), log buckets, the c2p and p2c gathers.
+
+Each checker runs the learner's function on fresh inputs, compares with the library's reference
+(`course_lib.modules.relative_position`), and names the typical mistake when it recognises one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+from torch import Tensor
+
+from course_lib.exercises.core import ExerciseError, expect, passed, run_learner_code
+from course_lib.modules.relative_position import (
+    c2p_index,
+    delta,
+    log_bucket_position,
+    relative_position,
+)
+
+
+def _as_tensor(value: object, name: str) -> Tensor:
+    expect(isinstance(value, Tensor), f"`{name}` must return a torch.Tensor, got "
+           f"{type(value).__name__}.")
+    return value  # type: ignore[return-value]
+
+
+def _first_mismatch(got: Tensor, want: Tensor) -> tuple[int, ...]:
+    return tuple(int(v) for v in (got != want).nonzero()[0])
+
+
+# ----- δ(i, j) ---------------------------------------------------------------------------------
+
+
+def check_delta(delta_fn: Callable) -> None:
+    """`delta_fn(i, j, k)` -> table row δ(i, j) = clip(i - j + k, 0, 2k - 1) for broadcast
+    tensors of query positions i and key positions j (He et al. 2021, eq. 3)."""
+    for k in (2, 4, 7):
+        n = 3 * k  # long enough that distances beyond ±k occur on both sides
+        i, j = torch.arange(n)[:, None], torch.arange(n)[None, :]
+        got = _as_tensor(run_learner_code(delta_fn, i, j, k), "delta")
+        want = delta(i, j, k)
+        expect(tuple(got.shape) == (n, n),
+               f"with i of shape [{n}, 1] and j of shape [1, {n}] the result should broadcast to "
+               f"[{n}, {n}], got {tuple(got.shape)}.")
+        expect(not got.dtype.is_floating_point or bool((got == got.round()).all()),
+               "rows of a table are whole numbers; return an integer tensor.")
+        got = got.long()
+        if torch.equal(got, want):
+            continue
+        if torch.equal(got, want.T):
+            raise ExerciseError("you computed δ(j, i): the row for query i and key j is "
+                                "i - j + k (query position minus key position).")
+        if torch.equal(got, i - j + k):
+            raise ExerciseError(f"no clipping: with k={k}, values run from {int(got.min())} to "
+                                f"{int(got.max())}, but the table has only 2k = {2 * k} rows "
+                                f"(0 .. {2 * k - 1}). Clip to that range.")
+        if torch.equal(got, (i - j).clamp(0, 2 * k - 1)):
+            raise ExerciseError("the distance is not shifted: add k, so that i - j = -k maps "
+                                "to row 0 and i - j = 0 to row k.")
+        if int(got.max()) == 2 * k or int(got.min()) == -1:
+            raise ExerciseError(f"off by one at the clip: with k={k} the rows are 0 .. 2k - 1 = "
+                                f"{2 * k - 1}, got values from {int(got.min())} to "
+                                f"{int(got.max())}.")
+        a, b = _first_mismatch(got, want)
+        raise ExerciseError(f"δ(i={a}, j={b}) with k={k} should be {int(want[a, b])} "
+                            f"(i - j = {a - b}), got {int(got[a, b])}.")
+    passed("δ(i, j) shifts by k and clips to the 2k rows of the table, for k = 2, 4, 7.")
+
+
+# ----- log buckets -----------------------------------------------------------------------------
+
+
+def _log_bucket_variant(rel: Tensor, bucket_size: int, max_position: int, *,
+                        rounding: Callable[[Tensor], Tensor] = torch.ceil,
+                        top: int | None = None) -> Tensor:
+    """The bucket formula with one detail changed (to recognise typical mistakes), in the same
+    float32 operations as the reference so that only the changed detail differs."""
+    top = max_position - 1 if top is None else top
+    mid = bucket_size // 2
+    abs_pos = torch.where(rel.abs() < mid, torch.tensor(mid - 1), rel.abs()).float()
+    scale = torch.log(torch.tensor(top / mid))
+    log_pos = rounding(torch.log(abs_pos / mid) / scale * (mid - 1)) + mid
+    return torch.where(rel.abs() <= mid, rel.float(), log_pos * torch.sign(rel)).long()
+
+
+def check_log_bucket(log_bucket: Callable) -> None:
+    """`log_bucket(relative_pos, bucket_size, max_position)` -> DeBERTa v2/v3's bucket of each
+    distance: exact for |d| <= bucket_size // 2, logarithmic beyond, |d| = max_position - 1 at
+    bucket_size - 1, sign kept."""
+    for bucket_size, max_position in ((256, 512), (32, 64), (16, 100)):
+        rel = torch.arange(-(max_position - 1), max_position)
+        got = _as_tensor(run_learner_code(log_bucket, rel.clone(), bucket_size, max_position),
+                         "log_bucket")
+        expect(tuple(got.shape) == tuple(rel.shape),
+               f"return one bucket per distance: expected shape {tuple(rel.shape)}, got "
+               f"{tuple(got.shape)}.")
+        expect(bool((got == got.round()).all()),
+               "buckets are whole numbers: round the logarithmic part (up, with ceil).")
+        got = got.long()
+        want = log_bucket_position(rel, bucket_size, max_position).long()
+        if torch.equal(got, want):
+            continue
+        label = f"(bucket_size={bucket_size}, max_position={max_position})"
+        mid = bucket_size // 2
+        if torch.equal(got, rel):
+            raise ExerciseError(f"no compression {label}: distances beyond bucket_size // 2 = "
+                                f"{mid} must be squeezed logarithmically so that "
+                                f"{max_position - 1} lands on bucket {bucket_size - 1}.")
+        if bool((got >= 0).all()):
+            raise ExerciseError("the sign is lost: a key 5 tokens to the left (i - j = 5) and "
+                                "one 5 to the right (i - j = -5) need different buckets; "
+                                "multiply the logarithmic bucket by sign(i - j).")
+        if torch.equal(got, _log_bucket_variant(rel, bucket_size, max_position,
+                                                rounding=torch.floor)):
+            raise ExerciseError("rounded down: DeBERTa rounds the logarithmic part UP (ceil).")
+        if torch.equal(got, _log_bucket_variant(rel, bucket_size, max_position,
+                                                top=max_position)):
+            raise ExerciseError(f"the log scale is off: the largest distance is max_position - "
+                                f"1 = {max_position - 1}, and it must map to bucket "
+                                f"{bucket_size - 1}; divide by log((max_position - 1) / mid).")
+        wrong = (got != want).nonzero().flatten()
+        first = int(wrong[0])
+        near = [d for d in rel[wrong].tolist() if abs(d) <= mid]
+        where = ("distances up to bucket_size // 2 must stay exact"
+                 if near else "check the logarithmic formula")
+        raise ExerciseError(f"{label}: distance {int(rel[first])} should be bucket "
+                            f"{int(want[first])}, got {int(got[first])} ({len(wrong)} distances "
+                            f"wrong; {where}).")
+    passed("log buckets match DeBERTa v2/v3 on every distance for three (buckets, positions) "
+           "settings.")
+
+
+# ----- the c2p and p2c gathers -----------------------------------------------------------------
+
+
+def _gather_inputs(seed: int, far: bool) -> tuple[Tensor, Tensor, Tensor, int]:
+    """Content vectors [heads, n, d], position vectors [heads, 2 span, d], distances [n, n]."""
+    g = torch.Generator().manual_seed(seed)
+    heads, d, span = 3, 8, 4
+    n = 12 if far else 4  # 12 tokens: distances up to 11, beyond the span of 4 (clipping)
+    content = torch.randn(heads, n, d, generator=g)
+    positions = torch.randn(heads, 2 * span, d, generator=g)
+    return content, positions, relative_position(n, n), span
+
+
+def _gather_reference(content: Tensor, positions: Tensor, rows: Tensor) -> Tensor:
+    """out[h, i, j] = content[h, i] · positions[h, rows[i, j]] (no scaling)."""
+    by_distance = content @ positions.transpose(-1, -2)  # [heads, n, 2 span]
+    return torch.gather(by_distance, -1, rows.expand(content.shape[0], *rows.shape))
+
+
+def _call_gather(fn: Callable, name: str, content: Tensor, positions: Tensor, rel: Tensor,
+                 span: int, far: bool) -> Tensor:
+    try:
+        got = run_learner_code(fn, content.clone(), positions.clone(), rel.clone(), span)
+    except ExerciseError as err:
+        if far and "NotImplementedError" not in str(err) and "not implemented" not in str(err):
+            raise ExerciseError(
+                f"{err} — this input has distances up to {int(rel.max())} but the table has "
+                f"only 2 x span = {2 * span} rows: clip the rows to 0 .. {2 * span - 1}."
+            ) from None
+        raise
+    got = _as_tensor(got, name)
+    n = rel.shape[0]
+    expect(tuple(got.shape) == (content.shape[0], n, n),
+           f"expected [heads, query, key] = {(content.shape[0], n, n)}, got {tuple(got.shape)}.")
+    return got
+
+
+def check_c2p(c2p: Callable) -> None:
+    """`c2p(query, key_r, relative_pos, span)` -> [heads, n, n] with entry (h, i, j) =
+    query[h, i] · key_r[h, δ(i, j)], δ(i, j) = clip(relative_pos[i, j] + span, 0, 2 span - 1).
+    Unscaled: the model divides the sum of all terms by sqrt(3d) afterwards."""
+    for far in (False, True):
+        query, key_r, rel, span = _gather_inputs(0 if far else 1, far)
+        got = _call_gather(c2p, "c2p", query, key_r, rel, span, far)
+        want = _gather_reference(query, key_r, c2p_index(rel, span))
+        if torch.allclose(got, want, atol=1e-5):
+            continue
+        d = query.shape[-1]
+        if torch.allclose(got * math.sqrt(d), want, atol=1e-4) or torch.allclose(
+            got * math.sqrt(3 * d), want, atol=1e-4
+        ):
+            raise ExerciseError("the values are scaled: return the raw dot products; the model "
+                                "divides the SUM of c2c + c2p + p2c by sqrt(3d) once.")
+        if torch.allclose(got, want.transpose(-1, -2), atol=1e-5):
+            raise ExerciseError("the result is transposed: row i is the query, column j the key.")
+        if torch.allclose(got, _gather_reference(query, key_r, c2p_index(-rel, span)),
+                          atol=1e-5):
+            raise ExerciseError("you read row δ(j, i): c2p reads the row of the distance i - j "
+                                "(relative_pos[i, j] + span).")
+        if torch.allclose(got, _gather_reference(query, key_r, rel.clamp(0, 2 * span - 1)),
+                          atol=1e-5):
+            raise ExerciseError("add span to the distance before the lookup: i - j = -span is "
+                                "row 0, i - j = 0 is row span.")
+        raise ExerciseError("c2p[h, i, j] should be query[h, i] · key_r[h, δ(i, j)]; compute "
+                            "query @ key_r.transpose(-1, -2) ([heads, n, 2 span]) and gather "
+                            "the column δ(i, j) for each key j.")
+    passed("c2p equals query_i · K^r[δ(i, j)] for every head and pair, clipping included.")
+
+
+def check_p2c(p2c: Callable) -> None:
+    """`p2c(key, query_r, relative_pos, span)` -> [heads, n, n] with entry (h, i, j) =
+    key[h, j] · query_r[h, δ(i, j)]: the released code's convention (transformers, Microsoft),
+    which indexes by δ(i, j) where the paper's equation 4 writes δ(j, i). Unscaled."""
+    for far in (False, True):
+        key, query_r, rel, span = _gather_inputs(2 if far else 3, far)
+        got = _call_gather(p2c, "p2c", key, query_r, rel, span, far)
+        code_rows = c2p_index(rel, span)
+        # entry (i, j) uses key j: gather with key j as the "row" vector, then transpose.
+        want = _gather_reference(key, query_r, code_rows.T).transpose(-1, -2)
+        if torch.allclose(got, want, atol=1e-5):
+            continue
+        paper = _gather_reference(key, query_r, code_rows).transpose(-1, -2)
+        if torch.allclose(got, paper, atol=1e-5):
+            raise ExerciseError("that is the paper's equation 4, row δ(j, i). The released code "
+                                "(and this library, so that checkpoints load) reads row "
+                                "δ(i, j), the same row as c2p.")
+        if torch.allclose(got, _gather_reference(key, query_r, code_rows), atol=1e-5):
+            raise ExerciseError("entry (i, j) used the content of token i; p2c uses the KEY's "
+                                "content, key[h, j], with the query's distance row.")
+        if torch.allclose(got, want.transpose(-1, -2), atol=1e-5):
+            raise ExerciseError("the result is transposed: row i is the query, column j the key.")
+        d = key.shape[-1]
+        if torch.allclose(got * math.sqrt(d), want, atol=1e-4) or torch.allclose(
+            got * math.sqrt(3 * d), want, atol=1e-4
+        ):
+            raise ExerciseError("the values are scaled: return the raw dot products.")
+        raise ExerciseError("p2c[h, i, j] should be key[h, j] · query_r[h, δ(i, j)] with "
+                            "δ(i, j) = clip(relative_pos[i, j] + span, 0, 2 span - 1).")
+    passed("p2c equals key_j · Q^r[δ(i, j)] (the released code's convention), clipping included.")
