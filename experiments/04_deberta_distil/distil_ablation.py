@@ -1,0 +1,149 @@
+"""DistilBERT's ablation (Sanh et al. 2019, Table 4) at mini scale: the full triple loss with a
+teacher-initialised student, against dropping L_ce, dropping L_cos, dropping L_mlm, and a randomly
+initialised student with the full loss. Equal steps, several seeds.
+
+The paper reports the change of the GLUE macro-score; here the downstream score is the accuracy
+on the offline 10-way topic task (see distil_common.topic_task) after fine-tuning, with the
+held-out MLM loss/accuracy beside it. Deltas are paired by seed (a variant and the full model see
+the same batches and masks for a given seed), reported as mean ± std over seeds.
+
+    python experiments/04_deberta_distil/distil_ablation.py            # committed results
+    python experiments/04_deberta_distil/distil_ablation.py --fast --out /tmp/x
+
+Writes <out>/distil_ablation.json and <out>/distil_ablation.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import torch  # noqa: E402
+from distil_common import (  # noqa: E402
+    PAPER_TABLE4,
+    RESULTS_DIR,
+    TEACHER_DIR,
+    VARIANTS,
+    build_data,
+    finetune,
+    load_teacher,
+    mean_std,
+    pretrain_student,
+    progress,
+    run_header,
+    seeds_for,
+    topic_task,
+    write_json,
+)
+
+ABLATIONS = ("triple loss", "no L_ce", "no L_cos", "no L_mlm", "random init")
+METRICS = ("task_accuracy", "eval_mlm_accuracy", "eval_mlm_loss")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--steps", type=int, default=200, help="distillation steps of each student")
+    p.add_argument("--finetune-steps", type=int, default=100)
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--teacher", type=Path, default=TEACHER_DIR, help="teacher checkpoint folder")
+    p.add_argument("--threads", type=int, default=1, help="torch threads (1 on a shared machine)")
+    p.add_argument("--out", type=Path, default=RESULTS_DIR, help="folder for the outputs")
+    p.add_argument("--fast", action="store_true", help="a few steps, one seed: checks the script runs")
+    return p.parse_args(argv)
+
+
+def paired_deltas(runs: list[dict], metric: str) -> dict[str, dict]:
+    """Per ablation: variant minus the full model, seed by seed, then mean ± std of those
+    differences; `noise` is the full model's own seed-to-seed std, for scale."""
+    full = {r["seed"]: r[metric] for r in runs if r["variant"] == "triple loss"}
+    out = {}
+    for variant in ABLATIONS[1:]:
+        diffs = [r[metric] - full[r["seed"]] for r in runs if r["variant"] == variant]
+        stats = mean_std(diffs)
+        se = stats["std"] / stats["n"] ** 0.5 if stats["n"] > 1 else float("nan")
+        out[variant] = {**stats, "per_seed": diffs, "se": se,
+                        "exceeds_noise": bool(stats["n"] > 1 and abs(stats["mean"]) > 2 * se)}
+    return out
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = parse_args(argv)
+    torch.set_num_threads(args.threads)
+    steps = 6 if args.fast else args.steps
+    ft_steps = 4 if args.fast else args.finetune_steps
+    header = run_header(args, "distil_ablation.py", argv)
+    start = time.perf_counter()
+    teacher, tokenizer = load_teacher(args.teacher)
+    data = build_data(tokenizer, max_documents=30 if args.fast else None)
+    task = topic_task(data, 3, 12, 4) if args.fast else topic_task(data)
+    if args.fast:
+        data.validation = data.validation[:64]
+
+    runs: list[dict] = []
+    for seed in seeds_for(args.fast, args.seeds):
+        for variant in ABLATIONS:
+            student, info = pretrain_student(teacher, data, variant, steps, seed)
+            info.update(finetune(student, task, ft_steps, seed))
+            runs.append(info)
+            progress(f"seed {seed} {variant}: " + str({k: v for k, v in info.items() if k != "history"}))
+
+    summary = {
+        variant: {m: mean_std([r[m] for r in runs if r["variant"] == variant]) for m in METRICS}
+        for variant in ABLATIONS
+    }
+    deltas = {m: paired_deltas(runs, m) for m in METRICS}
+    payload = {
+        **header,
+        "description": __doc__.split("\n\n")[0],
+        "config": {
+            "student_steps": steps,
+            "finetune_steps": ft_steps,
+            "seeds": seeds_for(args.fast, args.seeds),
+            "variants": {v: VARIANTS[v] for v in ABLATIONS},
+            "temperature": 2.0,
+            "teacher_config": teacher.config.to_dict(),
+            "task": {"name": "module topic (10-way)", "classes": task["classes"], "train": len(task["train"]), "test": len(task["test"])},
+            "mlm_eval_examples": len(data.validation),
+        },
+        "runs": runs,
+        "summary": summary,
+        "paired_deltas": deltas,
+        "paper_table4_glue_points": PAPER_TABLE4,
+        "wall_s": round(time.perf_counter() - start, 1),
+    }
+    write_json(args.out / "distil_ablation.json", payload)
+    plot(payload).savefig(args.out / "distil_ablation.png", dpi=80, bbox_inches="tight")
+    return payload
+
+
+def plot(payload: dict):
+    """Paired deltas against the full model (points = seeds), beside the paper's Table 4."""
+    names = list(payload["paper_table4_glue_points"])
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    axes[0].barh(names, [payload["paper_table4_glue_points"][n] for n in names], color="#888888")
+    axes[0].set(title="paper: Δ GLUE macro-score (points)", xlabel="points")
+    for ax, metric, scale, label in (
+        (axes[1], "task_accuracy", 100, "here: Δ topic-task accuracy (points)"),
+        (axes[2], "eval_mlm_loss", 1, "here: Δ held-out MLM loss (nats; > 0 is worse)"),
+    ):
+        d = payload["paired_deltas"][metric]
+        means = [d[n]["mean"] * scale for n in names]
+        stds = [(d[n]["std"] or 0.0) * scale for n in names]
+        ax.barh(names, means, xerr=stds, color="#4c72b0", alpha=0.6, capsize=4)
+        for i, n in enumerate(names):
+            ax.scatter([v * scale for v in d[n]["per_seed"]], [i] * len(d[n]["per_seed"]), color="black", s=10, zorder=3)
+        ax.axvline(0, color="black", lw=0.8)
+        ax.set(title=label, xlabel="mean ± std over seeds; dots: seeds")
+    for ax in axes:
+        ax.invert_yaxis()
+    fig.tight_layout()
+    return fig
+
+
+if __name__ == "__main__":
+    main()
