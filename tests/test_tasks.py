@@ -17,8 +17,11 @@ from course_lib.data.tasks import (
     build_task,
     cloze_question,
     make_cloze_qa_examples,
+    make_source_examples,
     make_word_class_examples,
     make_word_order_examples,
+    shuffle_words,
+    source_of,
     swap_two_words,
     word_class,
 )
@@ -37,8 +40,9 @@ def sentence(rng: random.Random) -> str:
 
 def make_corpus(n_docs=40, seed=0) -> Corpus:
     rng = random.Random(seed)
-    docs = [Document(f"doc{d}", [sentence(rng) for _ in range(rng.randint(3, 7))])
-            for d in range(n_docs)]
+    # Titles as in the built-in corpus: the language reference and the library's docstrings.
+    docs = [Document(f"{'topics' if d % 3 == 0 else 'stdlib'}/doc{d}",
+                     [sentence(rng) for _ in range(rng.randint(3, 7))]) for d in range(n_docs)]
     return Corpus(train=docs[:32], validation=docs[32:], name="toy")
 
 
@@ -93,6 +97,36 @@ def test_swap_two_words_swaps_exactly_two_and_never_the_first():
     assert swap_two_words("See this this", rng) is None  # swapping equal words changes nothing
 
 
+def test_shuffle_words_moves_only_plain_words():
+    rng = random.Random(0)
+    original = "The parser reads a readable buffer, of 42 items quickly."
+    a = original.split()
+    fixed = [i for i, w in enumerate(a) if i == 0 or not w.isalpha()]
+    outcomes = set()
+    for _ in range(50):
+        b = shuffle_words(original, rng).split()
+        assert b != a and sorted(b) == sorted(a)
+        assert all(a[i] == b[i] for i in fixed)  # "The", "buffer,", "42", "quickly." stay
+        outcomes.add(tuple(b))
+    assert len(outcomes) > 10  # a real permutation, not one fixed move
+    assert shuffle_words("Only words", rng) is None
+    assert shuffle_words("See this this", rng) is None
+
+
+@pytest.mark.parametrize("corruption, moved", [("shuffle", None), ("swap", 2)])
+def test_word_order_corruptions(bert, corruption, moved):
+    examples = make_word_order_examples(CORPUS.train, bert, n=40, seed=0, corruption=corruption)
+    originals = {" ".join(sorted(s.split())): s.split() for s in CORPUS.sentences("train")}
+    for e in examples:
+        if e["labels"] == 1:
+            words = e["text"].split()
+            source = originals[" ".join(sorted(words))]
+            changed = sum(x != y for x, y in zip(words, source))
+            assert changed >= 2 and (moved is None or changed == moved)
+    with pytest.raises(ValueError, match="corruption"):
+        make_word_order_examples(CORPUS.train, bert, corruption="reverse")
+
+
 def test_word_order_examples_are_balanced_and_encoded(bert):
     examples = make_word_order_examples(CORPUS.train, bert, max_length=64, seed=0)
     originals = set(CORPUS.sentences("train"))
@@ -117,6 +151,30 @@ def test_word_order_is_deterministic_and_respects_n_and_max_length(bert):
     assert [e["text"] for e in a] != [e["text"] for e in c]
     short = make_word_order_examples(CORPUS.train, bert, max_length=12)
     assert len(short) == 0 and short.counts["too_long"] > 0
+
+
+# ----- classification: source ----------------------------------------------------------------------
+
+
+def test_source_examples_are_balanced_and_labelled_by_title(bert):
+    examples = make_source_examples(CORPUS.train, bert, n=40, seed=0)
+    assert [e["labels"] for e in examples] == [0, 1] * 20
+    by_source = {s: source_of(d.title) for d in CORPUS.train for s in d.sentences}
+    for e in examples:
+        assert by_source[e["text"]] == ("topics", "stdlib")[e["labels"]]
+        assert e["input_ids"] == bert.encode(e["text"])["input_ids"]
+    # without n: as many of each class as the smaller class has
+    every = make_source_examples(CORPUS.train, bert)
+    topics = sum(len(d.sentences) for d in CORPUS.train if d.title.startswith("topics/"))
+    assert Counter(e["labels"] for e in every)[0] in (topics, topics - 1)
+    assert source_of("stdlib/email.mime") == "stdlib" and source_of("plain") == "plain"
+
+
+def test_source_examples_explain_missing_classes(bert):
+    with pytest.raises(ValueError, match="titles start with"):
+        make_source_examples(CORPUS.train, bert, labels=("topics", "howto"))
+    with pytest.raises(TypeError, match="titles"):
+        make_source_examples([["a sentence of enough words to use here"]], bert)
 
 
 # ----- tagging: word classes ----------------------------------------------------------------------
@@ -189,7 +247,8 @@ def test_cloze_qa_drops_neighbours_to_fit_and_skips_what_cannot(bert):
 # ----- tasks from a corpus ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name, kind", [("word_order", "classification"),
+@pytest.mark.parametrize("name, kind", [("source", "classification"),
+                                        ("word_order", "classification"),
                                         ("word_class", "tagging"), ("cloze_qa", "qa")])
 def test_build_task_tests_on_other_documents(bert, name, kind):
     task = build_task(name, CORPUS, bert, train_size=50, test_size=20, seed=0)
@@ -200,8 +259,8 @@ def test_build_task_tests_on_other_documents(bert, name, kind):
     train_text = " ".join(CORPUS.texts("train"))
     for e in task.test:
         first = e[field].split(".")[0]
-        assert first in validation or kind == "classification"
-    if kind != "classification":  # these texts are unchanged sentences: check where they are from
+        assert first in validation or name == "word_order"
+    if name != "word_order":  # these texts are unchanged sentences: check where they are from
         assert all(e[field].split(".")[0] in train_text for e in task.train)
     assert name in task.summary()
 

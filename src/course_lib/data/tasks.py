@@ -4,7 +4,7 @@ Nothing is downloaded or annotated by hand: the labels come from rules applied t
 own sentences, chosen so that knowing the language (what pretraining teaches) should help.
 
 - `word_order` ([CLS] classification, BertForSequenceClassification): is the sentence as written
-  (0) or were two of its words swapped (1)? A small grammaticality judgement, like GLUE's CoLA.
+  (0) or were its words shuffled (1)? A small grammaticality judgement, like GLUE's CoLA.
 - `word_class` (token tagging, BertForTokenClassification): a coarse word class per word
   (determiner, pronoun, preposition, auxiliary, adverb, noun, ...) from a hand-made lexicon of
   function words plus suffix rules. Open-class words never seen in fine-tuning must be
@@ -235,6 +235,28 @@ def swap_two_words(sentence: str, rng: random.Random) -> str | None:
     return None
 
 
+def shuffle_words(sentence: str, rng: random.Random) -> str | None:
+    """The sentence with its alphabetic words (but the first) in a random new order; punctuation
+    and other tokens stay in place. None if fewer than two such words differ."""
+    words = sentence.split()
+    positions = [i for i, w in enumerate(words) if i > 0 and w.isalpha()]
+    if len({words[i].lower() for i in positions}) < 2:
+        return None
+    original = [words[i] for i in positions]
+    order = original[:]
+    while [w.lower() for w in order] == [w.lower() for w in original]:
+        rng.shuffle(order)
+    for i, w in zip(positions, order):
+        words[i] = w
+    return " ".join(words)
+
+
+CORRUPTIONS: dict[str, Callable[[str, random.Random], str | None]] = {
+    "shuffle": shuffle_words,
+    "swap": swap_two_words,
+}
+
+
 def make_word_order_examples(
     documents: Sequence[Document] | Sequence[Sequence[str]],
     tokenizer: CourseTokenizer,
@@ -242,12 +264,16 @@ def make_word_order_examples(
     n: int | None = None,
     seed: int = 0,
     min_words: int = 6,
+    corruption: str = "shuffle",
 ) -> Examples:
-    """Balanced examples: each sentence used once, as written (label 0) or with two words
-    swapped (label 1). Sentences longer than max_length tokens are skipped, not truncated
-    (truncation could cut the swapped word off)."""
+    """Balanced examples: each sentence used once, as written (label 0) or corrupted (label 1):
+    "shuffle" reorders its words (see `shuffle_words`), "swap" swaps two (`swap_two_words`, much
+    harder). Sentences longer than max_length tokens are skipped, not truncated."""
     _check_tokenizer(tokenizer)
     _check_n(n)
+    if corruption not in CORRUPTIONS:
+        raise ValueError(f"corruption={corruption!r} is invalid: choose one of {tuple(CORRUPTIONS)}.")
+    corrupt = CORRUPTIONS[corruption]
     rng = random.Random(seed)
     sentences = [s for s in _sentences(documents) if len(s.split()) >= min_words]
     rng.shuffle(sentences)
@@ -256,9 +282,9 @@ def make_word_order_examples(
         if n is not None and len(examples) == n:
             break
         label = len(examples) % 2  # alternate: exactly balanced; the order is random anyway
-        text = swap_two_words(sentence, rng) if label == 1 else sentence
+        text = corrupt(sentence, rng) if label == 1 else sentence
         if text is None:
-            skipped["no_two_words_to_swap"] += 1
+            skipped["too_few_words_to_move"] += 1
             continue
         encoded = tokenizer.encode(text, truncation=False)
         if len(encoded["input_ids"]) > max_length:
@@ -266,6 +292,56 @@ def make_word_order_examples(
             continue
         del encoded["word_ids"]
         examples.append({**encoded, "labels": label, "text": text})
+    return Examples(examples, skipped=sum(skipped.values()), counts=dict(skipped))
+
+
+# ----- classification: which part of the documentation -------------------------------------------
+
+
+def source_of(title: str) -> str:
+    """The part of the corpus a document belongs to: its title up to the first "/" (the built-in
+    corpus has "topics/..." for the language reference and "stdlib/..." for library docstrings)."""
+    return title.split("/", 1)[0]
+
+
+def make_source_examples(
+    documents: Sequence[Document],
+    tokenizer: CourseTokenizer,
+    max_length: int = 64,
+    n: int | None = None,
+    seed: int = 0,
+    min_words: int = 6,
+    labels: Sequence[str] = ("topics", "stdlib"),
+) -> Examples:
+    """Which part of the documentation is a sentence from? Label i = labels[i] (by `source_of`
+    the document title). Classes are balanced: they take turns, so each gets n / len(labels)."""
+    _check_tokenizer(tokenizer)
+    _check_n(n)
+    if any(not hasattr(d, "title") for d in documents):
+        raise TypeError("make_source_examples needs Documents (with titles), e.g. corpus.train.")
+    rng = random.Random(seed)
+    pools: dict[str, list[str]] = {label: [] for label in labels}
+    for doc in documents:
+        if source_of(doc.title) in pools:
+            pools[source_of(doc.title)].extend(s for s in doc.sentences
+                                               if len(s.split()) >= min_words)
+    empty = [label for label, pool in pools.items() if not pool]
+    if empty:
+        found = sorted({source_of(d.title) for d in documents})
+        raise ValueError(f"no sentences from {empty}: document titles start with {found}; pass "
+                         "labels=... naming two of those.")
+    for pool in pools.values():
+        rng.shuffle(pool)
+    examples, skipped = [], Counter()
+    while all(pools.values()) and (n is None or len(examples) < n):
+        label = len(examples) % len(labels)  # take turns: balanced classes
+        sentence = pools[labels[label]].pop()
+        encoded = tokenizer.encode(sentence, truncation=False)
+        if len(encoded["input_ids"]) > max_length:
+            skipped["too_long"] += 1
+            continue
+        del encoded["word_ids"]
+        examples.append({**encoded, "labels": label, "text": sentence})
     return Examples(examples, skipped=sum(skipped.values()), counts=dict(skipped))
 
 
@@ -433,10 +509,15 @@ def make_cloze_qa_examples(
 # ----- tasks from a corpus ------------------------------------------------------------------------
 
 _BUILDERS: dict[str, tuple[str, Callable[..., Examples], str]] = {
+    "source": (
+        "classification",
+        make_source_examples,
+        "Is the sentence from the language reference (0) or a library docstring (1)?",
+    ),
     "word_order": (
         "classification",
         make_word_order_examples,
-        "Is the sentence as written (0) or were two of its words swapped (1)?",
+        "Is the sentence as written (0) or were its words shuffled (1)?",
     ),
     "word_class": (
         "tagging",
@@ -450,7 +531,7 @@ _BUILDERS: dict[str, tuple[str, Callable[..., Examples], str]] = {
     ),
 }
 TASK_NAMES = tuple(_BUILDERS)
-_LABELS = {"word_order": ("original", "swapped"), "word_class": WORD_CLASSES, "cloze_qa": ()}
+_LABELS = {"source": ("topics", "stdlib"), "word_order": ("original", "reordered"), "word_class": WORD_CLASSES, "cloze_qa": ()}
 
 
 def build_task(
@@ -461,10 +542,12 @@ def build_task(
     test_size: int | None = 500,
     max_length: int | None = None,
     seed: int = 0,
+    **options: Any,
 ) -> Task:
     """Task `name` ("word_order", "word_class", "cloze_qa"): train examples from corpus.train,
     test examples from corpus.validation (other documents). max_length defaults to 64 for the
-    single-sentence tasks and 128 for QA (question + context)."""
+    single-sentence tasks and 128 for QA (question + context); `options` go to the builder
+    (e.g. corruption="swap" for word_order, context_sentences=2 for cloze_qa)."""
     if name not in _BUILDERS:
         raise ValueError(f"task {name!r} is unknown; choose one of {TASK_NAMES}.")
     if not isinstance(corpus, Corpus):
@@ -475,12 +558,14 @@ def build_task(
     kind, builder, description = _BUILDERS[name]
     if max_length is None:
         max_length = 128 if kind == "qa" else 64
-    train = builder(corpus.train, tokenizer, max_length=max_length, n=train_size, seed=seed)
-    test = builder(corpus.validation, tokenizer, max_length=max_length, n=test_size, seed=seed + 1)
+    train = builder(corpus.train, tokenizer, max_length=max_length, n=train_size, seed=seed,
+                    **options)
+    test = builder(corpus.validation, tokenizer, max_length=max_length, n=test_size,
+                   seed=seed + 1, **options)
     if not train or not test:
         raise ValueError(f"task {name!r} produced {len(train)} train and {len(test)} test "
                          f"examples; raise max_length (now {max_length}) or use more text.")
-    info = {"max_length": max_length, "seed": seed, "skipped_train": train.counts,
+    info = {"max_length": max_length, "seed": seed, **options, "skipped_train": train.counts,
             "skipped_test": test.counts}
     return Task(name, kind, train, test, _LABELS[name], tokenizer.pad_token_id, description, info)
 
@@ -489,6 +574,7 @@ __all__ = [
     "FUNCTION_WORDS",
     "IGNORE_INDEX",
     "KINDS",
+    "CORRUPTIONS",
     "SUFFIXES",
     "TASK_NAMES",
     "WORD_CLASSES",
@@ -497,7 +583,10 @@ __all__ = [
     "cloze_question",
     "make_cloze_qa_examples",
     "make_word_class_examples",
+    "make_source_examples",
     "make_word_order_examples",
+    "shuffle_words",
+    "source_of",
     "swap_two_words",
     "word_class",
 ]
