@@ -62,6 +62,9 @@ def test_vs_scratch_script(fast_teacher, tmp_path):
     assert result["parameters"]["tiny"]["ratio"] > real["ratio"]  # embeddings weigh more when tiny
     assert result["inference_seconds"]["tiny"]["speedup"] > 0
     assert (tmp_path / "distil_vs_scratch.png").stat().st_size > 1000
+    (tmp_path / "distil_vs_scratch.png").unlink()  # --plot-only redraws it from the JSON alone
+    assert distil_vs_scratch.main(["--plot-only", "--out", str(tmp_path)]) == result
+    assert (tmp_path / "distil_vs_scratch.png").stat().st_size > 1000
 
 
 def test_ablation_script(fast_teacher, tmp_path):
@@ -74,6 +77,7 @@ def test_ablation_script(fast_teacher, tmp_path):
     for run in result["runs"][1:]:
         assert deltas[run["variant"]]["per_seed"] == [pytest.approx(run["task_accuracy"] - full)]
     assert (tmp_path / "distil_ablation.png").stat().st_size > 1000
+    assert distil_ablation.main(["--plot-only", "--out", str(tmp_path)]) == result
 
 
 def test_statistics_helpers():
