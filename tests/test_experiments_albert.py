@@ -1,0 +1,129 @@
+"""Smoke tests for the chapter-03 experiment scripts: --fast runs end to end and writes
+well-formed results (JSON with config, per-seed numbers, summary, provenance, and a plot)."""
+
+import importlib.util
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+HERE = Path(__file__).resolve().parents[1] / "experiments" / "03_albert"
+
+
+def load(name):
+    sys.path.insert(0, str(HERE))
+    spec = importlib.util.spec_from_file_location(f"albert_exp_{name}", HERE / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up here
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """The scripts run on one thread (see common.set_threads); restore the setting afterwards."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def is_fraction(x):
+    return isinstance(x, float) and 0.0 <= x <= 1.0
+
+
+def check_provenance(results, name):
+    assert results["experiment"] == name and results["fast"] is True
+    assert results["command"].startswith(f"python experiments/03_albert/{name}.py")
+    assert "--fast" in results["command"]
+    assert results["torch"] == torch.__version__ and results["date"]
+    assert results["data"]["tokenizer"] == "unigram"
+
+
+def test_sop_vs_nsp_fast(tmp_path):
+    exp = load("sop_vs_nsp")
+    exp.main(["--fast", "--out", str(tmp_path)])
+    results = json.loads((tmp_path / "sop_vs_nsp.json").read_text())
+    assert (tmp_path / "sop_vs_nsp.png").stat().st_size > 1000
+    check_provenance(results, "sop_vs_nsp")
+    seeds = results["settings"]["seeds"]
+    assert len(results["runs"]) == 3 * len(seeds)
+    assert {r["objective"] for r in results["runs"]} == {"none", "nsp", "sop"}
+    for row in results["runs"]:
+        assert set(row["probe"]) == {"nsp", "sop"}
+        assert all(is_fraction(p["accuracy"]) for p in row["probe"].values())
+        assert ("head_accuracy" in row) == (row["objective"] != "none")
+        assert math.isfinite(row["eval_mlm_loss"])  # MLM is trained in every run by default
+    for objective, entry in results["summary"].items():
+        assert entry["probe_nsp"]["n"] == len(seeds) and entry["probe_nsp"]["std"] >= 0
+        per_seed = [r["probe"]["nsp"]["accuracy"] for r in results["runs"]
+                    if r["objective"] == objective]
+        assert entry["probe_nsp"]["mean"] == pytest.approx(sum(per_seed) / len(per_seed))
+    # the topic-only reference is order-blind; both baselines are accuracies
+    assert all(is_fraction(v) for v in results["overlap_baseline"].values())
+    assert results["paper"]["sop"]["nsp"] == 78.9 and results["paper"]["nsp"]["sop"] == 52.0
+
+
+def test_sop_vs_nsp_sentence_only_has_no_mlm_loss(tmp_path):
+    exp = load("sop_vs_nsp")
+    results = exp.main(["--fast", "--out", str(tmp_path), "--sentence-only", "--seeds", "0",
+                        "--no-plot"])
+    losses = {r["objective"]: r["eval_mlm_loss"] for r in results["runs"]}
+    assert losses["nsp"] is None and losses["sop"] is None  # MLM head never trained
+    assert math.isfinite(losses["none"])
+    assert not (tmp_path / "sop_vs_nsp.png").exists()
+
+
+def test_sharing_ablation_fast(tmp_path):
+    exp = load("sharing_ablation")
+    exp.main(["--fast", "--out", str(tmp_path)])
+    results = json.loads((tmp_path / "sharing_ablation.json").read_text())
+    assert (tmp_path / "sharing_ablation.png").stat().st_size > 1000
+    check_provenance(results, "sharing_ablation")
+    seeds = results["settings"]["seeds"]
+    assert len(results["runs"]) == len(exp.CONFIGS) * len(seeds)
+    summary = results["summary"]
+    assert set(summary) == {label for label, _, _ in exp.CONFIGS}
+    # exact counts: sharing and a smaller E can only remove parameters
+    assert summary["all, E=32"]["parameters"] < summary["attention, E=32"]["parameters"]
+    assert summary["attention, E=32"]["parameters"] < summary["none, E=32"]["parameters"]
+    assert summary["all, E=16"]["parameters"] < summary["all, E=64"]["parameters"]
+    assert summary["all, E=32"]["loss_minus_all_E32"]["mean"] == 0.0
+    for entry in summary.values():
+        assert math.isfinite(entry["eval_mlm_loss"]["mean"]) and entry["eval_mlm_loss"]["n"] == len(seeds)
+    assert 0 < results["data"]["unigram_loss"] < math.log(results["data"]["vocab_size"]) + 1
+    # Figure-1 measurements: one per seed, one value per applied layer
+    layers = results["settings"]["num_hidden_layers"]
+    for per_seed in results["depth"].values():
+        assert len(per_seed) == len(seeds)
+        for d in per_seed:
+            assert len(d["l2"]) == len(d["cosine"]) == layers
+            assert all(-1.0 <= c <= 1.0 for c in d["cosine"]) and all(x >= 0 for x in d["l2"])
+
+
+def test_overrides_are_checked():
+    common = load("common")
+    assert common.parse_overrides(["lr=0.001", "seeds=[0,1]"], {"lr": 1, "seeds": []}) == {
+        "lr": 0.001, "seeds": [0, 1]}
+    with pytest.raises(SystemExit, match="KEY one of"):
+        common.parse_overrides(["nonsense=1"], {"lr": 1})
+
+
+def test_linear_probe_learns_a_separable_task_and_not_noise():
+    common = load("common")
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(400, 8, generator=g)
+    y = (x[:, 0] > 0).long()
+    separable = common.linear_probe(x[:300], y[:300], x[300:], y[300:])
+    assert separable["accuracy"] > 0.9
+    noise = torch.randint(0, 2, (400,), generator=g)
+    chance = common.linear_probe(x[:300], noise[:300], x[300:], noise[300:])
+    assert 0.3 < chance["accuracy"] < 0.7
+
+
+def test_mean_std_is_the_sample_statistic():
+    common = load("common")
+    assert common.mean_std([1.0, 2.0, 3.0]) == {"mean": 2.0, "std": 1.0, "n": 3}
