@@ -22,7 +22,7 @@ import roberta_common as common
 from course_lib.data import PretrainingCollator, make_format_examples
 
 NAME = "batch_size"
-BASE_BATCH, BASE_LR = 32, 1e-3
+BASE_BATCH, BASE_LR = 32, 2e-3
 # arm: (micro-batch, accumulation steps, learning rate)
 ARMS_SPEC = {
     "bsz8": (8, 1, BASE_LR * math.sqrt(8 / BASE_BATCH)),
@@ -31,8 +31,8 @@ ARMS_SPEC = {
     "bsz128-unscaled-lr": (32, 4, BASE_LR * math.sqrt(8 / BASE_BATCH)),
 }
 ARMS = tuple(ARMS_SPEC)
-LABELS = {"bsz8": "8, lr 5e-4", "bsz32": "32, lr 1e-3", "bsz128": "128 (32x4), lr 2e-3",
-          "bsz128-unscaled-lr": "128, lr 5e-4 (unscaled)"}
+LABELS = {"bsz8": "8, lr 1e-3", "bsz32": "32, lr 2e-3", "bsz128": "128 (32x4), lr 4e-3",
+          "bsz128-unscaled-lr": "128, lr 1e-3 (unscaled)"}
 PAPER = {
     "source": "Liu et al. 2019, RoBERTa, Table 3 (BERT-base size, BookCorpus + Wikipedia)",
     "columns": ["batch size", "steps", "lr", "held-out perplexity", "MNLI-m", "SST-2"],
@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> dict:
     fast = args.fast
     seeds = args.seeds or (2 if fast else 3)
     workers = args.workers or (1 if fast else 2)
-    sequences = 256 if fast else 6400  # every arm trains on this many sequences
+    sequences = 256 if fast else 19200  # every arm trains on this many sequences (~3.5 epochs)
     if args.steps:  # --steps sets the budget of the smallest batch
         sequences = args.steps * min(m * a for m, a, _ in ARMS_SPEC.values())
     max_length = 64
