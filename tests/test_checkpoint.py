@@ -23,6 +23,16 @@ from course_lib.training.checkpoint import (
 )
 
 
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny models gain nothing from a second thread, and on a busy machine two OpenMP threads
+    wait for each other at every op."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture
 def trained(tmp_path):
     """A trainer after 3 AdamW steps, so the optimizer has real state, and its checkpoint."""

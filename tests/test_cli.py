@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from course_lib.models import RobertaForMaskedLM
 from course_lib.training.checkpoint import read_state, save_checkpoint
@@ -17,6 +18,16 @@ from course_lib.training.cli import main
 ANIMALS = "cat dog bird fish horse mouse lion tiger bear wolf".split()
 PLACES = "garden house river forest field city market school".split()
 VERBS = "sees finds follows likes watches hears".split()
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny models gain nothing from a second thread, and on a busy machine two OpenMP threads
+    wait for each other at every op."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")

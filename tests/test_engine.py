@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 
 import pytest
@@ -21,9 +22,11 @@ from course_lib.training.engine import EpochSampler, ModelLoss
 TESTS_DIR = Path(__file__).parent
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def one_thread():
-    """Bitwise comparisons need the same thread count in every run (GEMM splits differ)."""
+    """Tiny models gain nothing from a second thread, and on a busy machine two OpenMP threads
+    wait for each other at every op; bitwise comparisons also need the same thread count in
+    every run (GEMM splits differ)."""
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     yield
@@ -66,10 +69,11 @@ def test_one_cycle_matches_torch_one_cycle_endpoints():
         opt, max_lr=1.0, total_steps=101, pct_start=0.3, three_phase=False
     )
     lrs = []
-    for _ in range(101):
-        lrs.append(opt.param_groups[0]["lr"])
-        opt.step()
-        sched.step()
+    with warnings.catch_warnings():  # scheduler.step() without optimizer.step(): fine here
+        warnings.simplefilter("ignore")
+        for _ in range(101):
+            lrs.append(opt.param_groups[0]["lr"])
+            sched.step()
     assert lr_factor("one-cycle", 0.65, 0.3) == pytest.approx(lrs[65], rel=0.05)
 
 
@@ -217,7 +221,7 @@ def _weights(model):
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
-def test_resume_ends_with_bitwise_identical_weights(tmp_path, one_thread):
+def test_resume_ends_with_bitwise_identical_weights(tmp_path):
     overrides = dict(steps=6, gradient_accumulation_steps=2, output_dir=str(tmp_path / "run"))
     full = make_trainer(tiny_mlm(seed=1), **overrides)  # dropout 0.1: RNG must line up too
     full.train()
@@ -311,8 +315,7 @@ SIGNAL_SCRIPT = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_a_signal_finishes_the_step_saves_and_exits_cleanly(tmp_path, signum, one_thread):
+def test_sigint_from_another_process_saves_then_resume_matches_exactly(tmp_path):
     script = tmp_path / "train.py"
     script.write_text(SIGNAL_SCRIPT.format(tests=str(TESTS_DIR), out=str(tmp_path / "run")))
     proc = subprocess.Popen(
@@ -324,19 +327,17 @@ def test_a_signal_finishes_the_step_saves_and_exits_cleanly(tmp_path, signum, on
     )
     for line in proc.stdout:
         if line.strip() == "step 3":
-            proc.send_signal(signum)
+            proc.send_signal(signal.SIGINT)  # what Ctrl-C sends
             break
-    out, err = proc.communicate(timeout=60)
+    out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err
-    name = signal.Signals(signum).name
+    assert "Traceback" not in err
     stopped = [line for line in out.splitlines() if line.startswith("stopped")]
-    assert stopped and stopped[0].startswith(f"stopped {name}"), out
+    assert stopped and stopped[0].startswith("stopped SIGINT"), out
     step = int(stopped[0].split()[-1])
     assert 3 <= step < 40
     state = read_state(tmp_path / "run" / "checkpoint")
-    assert state["step"] == step and state["stop_reason"] == name
-    if signum != signal.SIGTERM:
-        return
+    assert state["step"] == step and state["stop_reason"] == "SIGINT"
     # Resuming from the signal's checkpoint matches an uninterrupted run, bit for bit.
     resumed = make_trainer(tiny_mlm(seed=7), steps=40)  # same schedule as the interrupted run
     resumed.resume(tmp_path / "run" / "checkpoint")
@@ -347,6 +348,32 @@ def test_a_signal_finishes_the_step_saves_and_exits_cleanly(tmp_path, signum, on
     full.train()
     for name, value in full.model.state_dict().items():
         assert torch.equal(value, resumed.model.state_dict()[name]), name
+
+
+def test_sigterm_stops_after_the_current_step_and_saves(tmp_path):
+    before = signal.getsignal(signal.SIGTERM)
+    trainer = make_trainer(steps=20, output_dir=str(tmp_path))
+    trainer.callbacks.append(
+        lambda t, r: os.kill(os.getpid(), signal.SIGTERM) if t.step == 2 else None
+    )
+    trainer.train()
+    assert trainer.stop_reason == "SIGTERM" and trainer.step == 2
+    assert read_state(tmp_path / "checkpoint")["step"] == 2
+    assert signal.getsignal(signal.SIGTERM) is before  # the handler is only there during train()
+
+
+def test_a_second_ctrl_c_interrupts_at_once():
+    trainer = make_trainer(steps=20)
+
+    def press_twice(t, record):
+        if t.step == 2:
+            os.kill(os.getpid(), signal.SIGINT)  # first: finish the step, save, stop
+            os.kill(os.getpid(), signal.SIGINT)  # second: the default handler, at once
+
+    trainer.callbacks.append(press_twice)
+    with pytest.raises(KeyboardInterrupt):
+        trainer.train()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
 def test_history_plots_in_one_call():

@@ -241,7 +241,9 @@ def evaluate_pretraining(
             out = model(**model_inputs(batch))
         labels = batch["labels"]
         masked = labels != -100
-        logits = out.mlm_logits
+        logits = getattr(out, "mlm_logits", None)
+        if logits is None:  # a transformers model: MaskedLMOutput.logits
+            logits = out.logits
         if logits.dim() == 3:  # a model that returns every position
             logits = logits[masked]
         target = labels[masked]
