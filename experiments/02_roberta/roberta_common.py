@@ -22,6 +22,7 @@ import os
 import platform
 import statistics
 import sys
+import textwrap
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -405,7 +406,8 @@ def plot_arms(results: Sequence[dict[str, Any]], arms: Sequence[str], title: str
                                            if row[x] == s and curve_metric in row)
                           for s in steps]
             right.plot(steps, mean_curve, color=colours[i], label=labels.get(arm, arm))
-    left.set_xticks(range(len(arms)), [labels.get(a, a) for a in arms], fontsize=8)
+    left.set_xticks(range(len(arms)), [textwrap.fill(labels.get(a, a), 18) for a in arms],
+                    fontsize=8)
     left.set_xlim(-0.5, len(arms) - 0.5)
     left.grid(axis="y", alpha=0.3)
     left.set_ylabel("held-out MLM loss (lower is better)")
