@@ -165,3 +165,23 @@ def test_pretrain_fill_mask_evaluate_and_resume_end_to_end(capsys, tmp_path, cor
     assert code == 0, err
     assert f"resumed from {checkpoint} at step 3" in out
     assert read_state(checkpoint)["step"] == 5
+
+
+@pytest.mark.parametrize("family", ["bert", "roberta", "albert", "deberta", "distilbert"])
+def test_every_family_builds_and_trains_from_the_tiny_recipe(family):
+    from course_lib.training.recipes import FAMILIES, get_recipe
+
+    fam = FAMILIES[family]
+    sizes = dict(hidden_size=32, num_attention_heads=2, intermediate_size=64, num_hidden_layers=1)
+    config = get_recipe("tiny", family).model_config(fam, vocab_size=100, pad_token_id=0, **sizes)
+    assert config.model_type == family and config.pre_layer_norm
+    model = fam.model_class("mlm")(config)
+    ids = torch.randint(5, 100, (2, 12))
+    labels = torch.full_like(ids, -100)
+    labels[:, 3] = ids[:, 3]
+    out = model(input_ids=ids, attention_mask=torch.ones_like(ids), labels=labels)
+    assert out.mlm_logits.shape == (2, 100) and torch.isfinite(out.loss)
+    out.loss.backward()
+    if fam.pretraining_model is None:
+        with pytest.raises(ValueError, match="no sentence-level pretraining head"):
+            fam.model_class("mlm+nsp")

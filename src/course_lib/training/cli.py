@@ -174,11 +174,12 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
     _positive(args.batch_size, "--batch-size")
     _positive(args.lr, "--lr")
     _positive(args.threads, "--threads")
+    family = FAMILIES[args.family]
     try:
-        recipe = get_recipe(args.preset)
+        recipe = get_recipe(args.preset, args.family)
+        recipe.model_config(family, vocab_size=1000, pad_token_id=0)  # sizes valid for the family?
     except ValueError as err:
         raise UsageError(str(err).rstrip(".")) from err
-    family = FAMILIES[args.family]
     output_dir = Path(args.output_dir or Path("runs") / args.preset)
     resume_dir, state = None, {}
     if args.resume is not None:

@@ -140,19 +140,19 @@ TINY = Recipe(
 RECIPES: dict[str, Recipe] = {TINY.name: TINY}
 
 
-def get_recipe(name: str) -> Recipe:
-    """A recipe by name, or the tiny recipe with a published size (e.g. 'bert-mini')."""
+def get_recipe(name: str, family: str = "bert") -> Recipe:
+    """A recipe by name, or the tiny recipe with a published size of the family (e.g. 'bert-mini')."""
     if name in RECIPES:
         return RECIPES[name]
-    from course_lib.config import BertConfig
-
-    if name in BertConfig.presets:
-        model = {k: v for k, v in TINY.model.items() if "dropout" in k or k == "pre_layer_norm"}
+    presets = FAMILIES[family].config_cls().presets if family in FAMILIES else {}
+    if name in presets:
+        # The published sizes, trained the tiny recipe's way (pre-LN, no dropout).
+        kept = {k: v for k, v in TINY.model.items() if "dropout" in k or k == "pre_layer_norm"}
         return TINY.replace(
-            name=name, description=f"{name} sizes, tiny recipe", model={"preset": name, **model}
+            name=name, description=f"{name} sizes, tiny recipe", model={"preset": name, **kept}
         )
-    known = sorted(RECIPES) + sorted(BertConfig.presets)
-    raise ValueError(f"unknown preset {name!r}; choose one of {known}.")
+    known = sorted(RECIPES) + sorted(presets)
+    raise ValueError(f"unknown preset {name!r} for {family}; choose one of {known}.")
 
 
 @dataclass
@@ -186,9 +186,9 @@ def prepare_run(
     from course_lib.objectives import MaskingConfig
     from course_lib.tokenization import train_tokenizer
 
-    recipe = get_recipe(recipe) if isinstance(recipe, str) else recipe
     if family not in FAMILIES:
         raise ValueError(f"unknown family {family!r}; choose one of {sorted(FAMILIES)}.")
+    recipe = get_recipe(recipe, family) if isinstance(recipe, str) else recipe
     fam = FAMILIES[family]
     corpus = corpus if corpus is not None else load_builtin_corpus()
     if tokenizer is None:
