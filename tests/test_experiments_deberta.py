@@ -107,7 +107,10 @@ def test_fast_mode_writes_well_formed_results(ablation, tmp_path):
     assert data == json.loads(json.dumps(payload))
     assert (tmp_path / "deberta_ablation.png").stat().st_size > 10_000
     assert data["mode"] == "fast" and data["config"]["seeds"] == [0, 1]
-    assert str(tmp_path) not in data["command"] and data["command"].startswith("python experiments/")
+    assert data["command"] == (
+        "python experiments/04_deberta_distil/deberta_ablation.py --fast --arms full,-EMD "
+        "--seeds 2 --steps 2"
+    )  # reproducible, and no temporary path
     assert sorted((r["arm"], r["seed"]) for r in data["runs"]) == sorted(
         (a, s) for a in arms for s in (0, 1)
     )
@@ -126,3 +129,8 @@ def test_fast_mode_writes_well_formed_results(ablation, tmp_path):
         ("-EMD", m) for m in ("eval_mlm_loss", "eval_mlm_accuracy")
     }
     assert data["paper"]["MNLI-m"] == {"full": 86.3, "-EMD": 86.1, "-C2P": 85.9, "-P2C": 86.0}
+
+    # --replot redraws the figure from the JSON alone (no training)
+    (tmp_path / "deberta_ablation.png").unlink()
+    assert ablation.main(["--replot", "--out", str(tmp_path)]) == data
+    assert (tmp_path / "deberta_ablation.png").stat().st_size > 10_000

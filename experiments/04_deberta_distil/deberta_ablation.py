@@ -307,8 +307,8 @@ def paired_comparison(results: Sequence[dict[str, Any]], arm: str, metric: str,
 
 
 def plot(results: Sequence[dict[str, Any]], title: str) -> Any:
-    """Held-out MLM loss and accuracy per arm (dots = seeds, bars = mean ± std), and the mean
-    held-out loss curve of each arm."""
+    """Held-out MLM loss and accuracy per arm (small dots = seeds, large dot and bar = mean ±
+    std; no truncated bars), and the mean held-out loss curve of each arm."""
     from matplotlib.figure import Figure
 
     arms = [a for a in ARMS if any(r["arm"] == a for r in results)]
@@ -319,14 +319,14 @@ def plot(results: Sequence[dict[str, Any]], title: str) -> Any:
         for i, arm in enumerate(arms):
             values = [r[metric] for r in results if r["arm"] == arm]
             stats = mean_std(values)
-            ax.bar(i, stats["mean"], yerr=stats["std"], color=f"C{i}", alpha=0.45, capsize=4)
-            ax.scatter([i] * len(values), values, color=f"C{i}", s=14, zorder=3)
-        values = [r[metric] for r in results]
-        pad = max(0.02 * abs(max(values)), max(values) - min(values))
-        ax.set_ylim(min(values) - pad, max(values) + pad)
+            ax.errorbar(i, stats["mean"], yerr=stats["std"], fmt="o", color=f"C{i}",
+                        markersize=8, capsize=5, elinewidth=2)
+            ax.scatter([i + 0.18] * len(values), values, color=f"C{i}", s=14, alpha=0.7)
+        ax.set_xlim(-0.5, len(arms) - 0.3)
         ax.set_xticks(range(len(arms)), [LABELS[a] for a in arms], rotation=25, fontsize=8,
                       ha="right")
         ax.set_ylabel(label)
+        ax.grid(axis="y", alpha=0.3)
     for i, arm in enumerate(arms):
         curves = [r["curve"] for r in results if r["arm"] == arm]
         steps = sorted({row["step"] for c in curves for row in c})
@@ -335,10 +335,18 @@ def plot(results: Sequence[dict[str, Any]], title: str) -> Any:
         axes[2].plot(steps, mean, color=f"C{i}", marker=".", label=LABELS[arm])
     axes[2].set_xlabel("optimizer step")
     axes[2].set_ylabel("held-out MLM loss (one mask draw)")
+    axes[2].set_title("mean over seeds", fontsize=9)
     axes[2].grid(alpha=0.3)
     axes[2].legend(fontsize=7)
     fig.suptitle(title)
     return fig
+
+
+def plot_title(payload: dict[str, Any]) -> str:
+    training = payload["config"]["training"]
+    return (f"DeBERTa ablation in miniature: {training['steps']} steps x batch "
+            f"{training['batch_size']} x {payload['config']['data']['max_length']} tokens, "
+            f"{len(payload['config']['seeds'])} seeds")
 
 
 def describe(summary: dict[str, Any]) -> str:
@@ -351,6 +359,21 @@ def describe(summary: dict[str, Any]) -> str:
     )
 
 
+def command_line(argv: Sequence[str]) -> str:
+    """How to reproduce the run, from the repository root; an absolute (temporary) --out
+    folder is left out so that no local path ends up in the results."""
+    shown: list[str] = []
+    skip = False
+    for i, arg in enumerate(argv):
+        if skip:
+            skip = False
+        elif arg == "--out" and i + 1 < len(argv) and os.path.isabs(argv[i + 1]):
+            skip = True
+        elif not (arg.startswith("--out=") and os.path.isabs(arg[len("--out="):])):
+            shown.append(arg)
+    return " ".join(["python", f"experiments/04_deberta_distil/{NAME}.py", *shown])
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--fast", action="store_true",
@@ -361,6 +384,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=None, help="optimizer steps per run")
     p.add_argument("--arms", default=None,
                    help=f"comma-separated subset of {','.join(ARMS)} (default: all)")
+    p.add_argument("--replot", action="store_true",
+                   help="only redraw deberta_ablation.png from the JSON already in --out")
     p.add_argument("--workers", type=int, default=None,
                    help="parallel processes, 1 thread each (default: 2; fast mode 1)")
     return p
@@ -369,6 +394,11 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser().parse_args(argv)
+    if args.replot:
+        payload = json.loads((args.out / f"{NAME}.json").read_text(encoding="utf-8"))
+        plot(payload["runs"], plot_title(payload)).savefig(args.out / f"{NAME}.png", dpi=110)
+        print(f"redrew {NAME}.png from {NAME}.json")
+        return payload
     arms = list(ARMS) if args.arms is None else [a.strip() for a in args.arms.split(",")]
     unknown = [a for a in arms if a not in ARMS]
     if unknown:
@@ -395,8 +425,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "question": "Which of DeBERTa's parts (c2p, p2c, EMD) matter for masked-LM pretraining, "
         "at equal steps, in miniature?",
         "mode": "fast" if args.fast else "full",
-        "command": " ".join(["python", f"experiments/04_deberta_distil/{NAME}.py",
-                             *[a for a in argv if not os.path.isabs(a)]]),
+        "command": command_line(argv),
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "torch_version": torch.__version__,
         "python_version": platform.python_version(),
@@ -429,9 +458,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / f"{NAME}.json"
     path.write_text(json.dumps(payload, indent=1, allow_nan=False) + "\n", encoding="utf-8")
-    title = (f"DeBERTa ablation in miniature: {steps} steps x batch {batch_size} x {max_length} "
-             f"tokens, {seeds} seeds")
-    plot(results, title).savefig(args.out / f"{NAME}.png", dpi=110)
+    plot(results, plot_title(payload)).savefig(args.out / f"{NAME}.png", dpi=110)
     print(describe(summary))
     print(f"wrote {path.name} and {NAME}.png in {payload['wall_s']:.0f} s")
     return payload
