@@ -7,6 +7,7 @@ prints the curve, the fill-mask hit rate on held-out sentences, and the two triv
     python benchmarks/accuracy_curve.py                          # tiny recipe, 5 min, 2 threads
     python benchmarks/accuracy_curve.py --minutes 10 --every 1
     python benchmarks/accuracy_curve.py --steps 600              # a fixed step budget instead
+    python benchmarks/accuracy_curve.py --set lr=2e-3 max_length=64 pre_layer_norm=False
 
 Wall-clock results depend on the machine *and its load*: the load average is printed at the
 start and the end; compare runs only under similar load (or compare fixed step budgets).
@@ -15,6 +16,7 @@ start and the end; compare runs only under similar load (or compare fixed step b
 from __future__ import annotations
 
 import argparse
+import ast
 import math
 import os
 from collections import Counter
@@ -22,7 +24,7 @@ from collections import Counter
 import torch
 
 from course_lib.data import load_builtin_corpus
-from course_lib.training import Trainer
+from course_lib.training import Trainer, TrainingConfig
 from course_lib.training.device import cpu_supports_bf16
 from course_lib.training.inference import fill_mask_report, format_fill_mask_report
 from course_lib.training.recipes import get_recipe, prepare_run
@@ -44,6 +46,30 @@ def baselines(run) -> tuple[float, float]:
     return held[top] / held_total, loss
 
 
+def apply_overrides(recipe, assignments: list[str]):
+    """The recipe with `key=value` changes applied to its model, training or top-level fields."""
+    model, training, top = dict(recipe.model), dict(recipe.training), {}
+    for item in assignments:
+        key, sep, raw = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--set expects KEY=VALUE, got {item!r}")
+        try:
+            value = ast.literal_eval(raw)
+        except (ValueError, SyntaxError):
+            value = raw
+        if key in ("max_length", "vocab_size", "minutes"):
+            top[key] = value
+        elif key in training or key in TrainingConfig.__dataclass_fields__:
+            training[key] = value
+        else:
+            model[key] = value
+    if not assignments:
+        return recipe
+    return recipe.replace(
+        name=f"{recipe.name}+" + ",".join(assignments), model=model, training=training, **top
+    )
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--preset", default="tiny")
@@ -54,9 +80,17 @@ def main() -> None:
     p.add_argument("--precision", default=None)
     p.add_argument("--samples", type=int, default=20)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--set",
+        nargs="*",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override recipe values: model sizes (hidden_size=128), training (lr=2e-3), "
+        "max_length=64 or vocab_size=4000; values are Python literals",
+    )
     args = p.parse_args()
     torch.set_num_threads(args.threads)
-    recipe = get_recipe(args.preset)
+    recipe = apply_overrides(get_recipe(args.preset), args.set)
     print(
         f"load average at start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; "
         f"{args.threads} threads; CPU native bf16: {cpu_supports_bf16()}"

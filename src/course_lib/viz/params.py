@@ -80,6 +80,8 @@ class ParameterFamily:
     count: CountFunction = _course_count
     fields: tuple[str, ...] = ()
     choices: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
+    # int fields shown as a slider: name -> (min, max, step), e.g. ALBERT's embedding size E.
+    sliders: Mapping[str, tuple[int, int, int]] = field(default_factory=dict)
 
     @property
     def presets(self) -> dict[str, Any]:
@@ -99,12 +101,14 @@ def register_family(
     count: CountFunction | None = None,
     fields: Sequence[str] | None = None,
     choices: Mapping[str, Sequence[Any]] | None = None,
+    sliders: Mapping[str, tuple[int, int, int]] | None = None,
 ) -> ParameterFamily:
     """Make a family selectable in the explorer; `count` defaults to course_lib.count_parameters.
 
     `fields` are the config fields to edit (default: the size fields in FIELD_LABELS that the
     config has, plus its bool switches such as pre_layer_norm); `choices` turns a str field
-    into a dropdown (e.g. {"sharing": ("all", "attention", "ffn", "none")}).
+    into a dropdown (e.g. {"sharing": ("all", "attention", "ffn", "none")}); `sliders` turns an
+    int field into a slider over (min, max, step), e.g. {"embedding_size": (16, 1024, 16)}.
     """
     if not dataclasses.is_dataclass(config_class):
         raise TypeError(
@@ -116,7 +120,16 @@ def register_family(
         fields = [f for f in FIELD_LABELS if f in names]
         fields += [f for f in names if isinstance(defaults[f], bool)]
         fields += [f for f in (choices or {}) if f not in fields]
+        fields += [f for f in (sliders or {}) if f not in fields]
     unknown = [f for f in fields if f not in names]
+    for name_, (low, high, step) in (sliders or {}).items():
+        if name_ not in fields:
+            raise ValueError(f"slider {name_!r} is not one of the fields {list(fields)}.")
+        if not (low < high and step > 0 and (high - low) % step == 0):
+            raise ValueError(
+                f"slider {name_!r}: need min < max and a step that divides max - min, "
+                f"got ({low}, {high}, {step})."
+            )
     if unknown:
         raise ValueError(f"{config_class.__name__} has no fields {unknown}; it has {names}.")
     if not model_classes:
@@ -128,6 +141,7 @@ def register_family(
         count=count or _course_count,
         fields=tuple(fields),
         choices={k: tuple(v) for k, v in (choices or {}).items()},
+        sliders={k: tuple(v) for k, v in (sliders or {}).items()},
     )
     PARAMETER_FAMILIES[name] = family
     return family
@@ -151,8 +165,14 @@ def model_classes_in(module: ModuleType, prefix: str) -> tuple[str, ...]:
 # The course's families, one line each (importing a model module also registers its counter).
 register_family("bert", BertConfig, model_classes_in(bert, "Bert"))
 register_family("roberta", RobertaConfig, model_classes_in(roberta, "Roberta"))
+# E is the point of ALBERT's factorization, so it gets a slider: 16..1024 covers the paper's
+# Table 3 (E = 64, 128, 256, 768) and every preset (E = 128).
 register_family(
-    "albert", AlbertConfig, model_classes_in(albert, "Albert"), choices={"sharing": SHARING}
+    "albert",
+    AlbertConfig,
+    model_classes_in(albert, "Albert"),
+    choices={"sharing": SHARING},
+    sliders={"embedding_size": (16, 1024, 16)},
 )
 register_family(
     "deberta",
@@ -239,6 +259,13 @@ def _field_widget(family: ParameterFamily, name: str, value: Any) -> Any:
         )
     if isinstance(value, bool):
         return widgets.Checkbox(value=value, description=label, style=style)
+    if name in family.sliders:
+        low, high, step = family.sliders[name]
+        # Redraw on release only: every count redraws the chart.
+        return widgets.IntSlider(
+            value=min(max(value, low), high), min=low, max=high, step=step,
+            description=label, style=style, continuous_update=False,
+        )
     if isinstance(value, int):
         # Unbounded: a bounded box would silently clamp values such as DeBERTa's -1 ("same
         # as max positions"); the config's own validation reports bad values instead.
