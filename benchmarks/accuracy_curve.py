@@ -128,7 +128,10 @@ def main() -> None:
         f"baselines: most-frequent token {top_accuracy:.1%}, unigram loss {unigram_loss:.2f} nats"
     )
     sentences = [s for doc in run.corpus.validation for s in doc.sentences]
-    rows = fill_mask_report(run.model, run.tokenizer, sentences, n=args.samples, seed=args.seed)
+    rows = fill_mask_report(
+        run.model, run.tokenizer, sentences, n=args.samples, seed=args.seed,
+        max_tokens=recipe.max_length,
+    )
     print(format_fill_mask_report(rows, "after training"))
     print(f"load average at end: {os.getloadavg()[0]:.2f}")
 

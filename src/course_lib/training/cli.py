@@ -306,7 +306,9 @@ def _pretrain(
     if resume_dir is not None:
         _print(f"resumed from {resume_dir} at step {trainer.step}", main=main)
     elif main and args.samples:
-        before = fill_mask_report(model, tokenizer, sentences, n=args.samples)
+        before = fill_mask_report(
+            model, tokenizer, sentences, n=args.samples, max_tokens=recipe.max_length
+        )
         _print(format_fill_mask_report(before, "before training"), main=main)
     try:
         trainer.train()
@@ -325,7 +327,9 @@ def _pretrain(
     if not main:
         return 0
     if args.samples:
-        after = fill_mask_report(model, tokenizer, sentences, n=args.samples)
+        after = fill_mask_report(
+            model, tokenizer, sentences, n=args.samples, max_tokens=recipe.max_length
+        )
         print(format_fill_mask_report(after, "after training"))
     last = trainer.history[-1] if trainer.history else {}
     if "eval_mlm_accuracy" in last:
@@ -403,7 +407,13 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     for name, value in metrics.items():
         print(f"  {name:<20} {value:.4f}")
     if args.samples:
-        rows = fill_mask_report(model, tokenizer, _validation_sentences(corpus), n=args.samples)
+        rows = fill_mask_report(
+            model,
+            tokenizer,
+            _validation_sentences(corpus),
+            n=args.samples,
+            max_tokens=run.get("max_length"),
+        )
         print(format_fill_mask_report(rows, "fill-mask"))
     return 0
 

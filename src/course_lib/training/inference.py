@@ -77,12 +77,19 @@ def fill_mask(
 
 
 def masked_word_examples(
-    tokenizer: Any, sentences: Sequence[str], n: int = 8, seed: int = 0, min_words: int = 6
+    tokenizer: Any,
+    sentences: Sequence[str],
+    n: int = 8,
+    seed: int = 0,
+    min_words: int = 6,
+    max_tokens: int | None = None,
 ) -> list[tuple[str, str]]:
     """(text with one word replaced by the mask token, the hidden word) for up to n sentences.
 
     Only alphabetic words that are a single token are hidden (one mask can only predict one
     token), and only in sentences of at least `min_words` words, so there is context to use.
+    `max_tokens` skips sentences longer than that (with [CLS] and [SEP]): a model pretrained on
+    short sequences has never trained the position embeddings beyond them.
     """
     rng = random.Random(seed)
     order = list(range(len(sentences)))
@@ -91,6 +98,8 @@ def masked_word_examples(
     for index in order:
         words = sentences[index].split()
         if len(words) < min_words:
+            continue
+        if max_tokens is not None and len(tokenizer.tokenize(sentences[index])) + 2 > max_tokens:
             continue
         candidates = [
             i
@@ -115,11 +124,15 @@ def fill_mask_report(
     n: int = 8,
     top_k: int = 5,
     seed: int = 0,
+    max_tokens: int | None = None,
 ) -> list[dict[str, Any]]:
     """Hide one word in each of n held-out sentences; record the model's top_k and whether the
-    hidden word is among them ("hit"). Compare before and after training."""
+    hidden word is among them ("hit"). Compare before and after training. `max_tokens`: use
+    only sentences that fit the length the model was pretrained on."""
     rows = []
-    for text, answer in masked_word_examples(tokenizer, sentences, n, seed):
+    for text, answer in masked_word_examples(
+        tokenizer, sentences, n, seed, max_tokens=max_tokens
+    ):
         predictions = fill_mask(model, tokenizer, text, top_k)
         words = [p["token_str"] for p in predictions]
         rows.append(
