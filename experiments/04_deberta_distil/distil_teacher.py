@@ -1,8 +1,9 @@
 """Pretrain the teacher that chapter 04's DistilBERT notebooks distil: a 4-layer pre-LN BERT
 (hidden 64) trained with MLM on the built-in corpus, saved with its tokenizer.
 
-Chapter 01's tiny recipe (course_lib.training.recipes.TINY: pre-LN, MLM only, AdamW lr 1e-3,
-6% warmup, linear decay, batch 32) at a quarter of its width (64 instead of 256), with a 4,000
+Chapter 01's tiny recipe as it was when the teacher was trained (pre-LN, MLM only, AdamW lr
+1e-3, 6% warmup, linear decay, batch 32, 4 x 256; course_lib.training.recipes.TINY has since
+been retuned to 4 x 128 on 32-token sequences) at a quarter of that width (64), with a 4,000
 WordPiece vocabulary, 64-token blocks and a step budget (2,000 steps) instead of 5 minutes:
 the distillation experiments train 20 students from it on a shared CPU.
 
