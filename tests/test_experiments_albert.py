@@ -77,6 +77,28 @@ def test_sop_vs_nsp_sentence_only_has_no_mlm_loss(tmp_path):
     assert not (tmp_path / "sop_vs_nsp.png").exists()
 
 
+def test_sop_vs_nsp_pair_draws_objectives_and_init(tmp_path):
+    """--set pair_draws=2 doubles the pretraining pairs; a subset of objectives runs (and plots)
+    alone; initializer_range reaches the model config, whose default stays BERT's 0.02."""
+    exp = load("sop_vs_nsp")
+    base = exp.main(["--fast", "--out", str(tmp_path / "a"), "--seeds", "0", "--no-plot",
+                     "--set", 'objectives=["sop"]'])
+    doubled = exp.main(["--fast", "--out", str(tmp_path / "b"), "--seeds", "0",
+                        "--set", "pair_draws=2", 'objectives=["sop"]', "initializer_range=0.1"])
+    for task in ("nsp", "sop"):
+        one, two = base["data"]["pairs"][task], doubled["data"]["pairs"][task]
+        assert two["train"] > 1.5 * one["train"]
+        assert two["held_out"] == one["held_out"]  # evaluation pairs do not change
+    assert [r["objective"] for r in doubled["runs"]] == ["sop"]
+    assert set(doubled["summary"]) == {"sop"}
+    assert (tmp_path / "b" / "sop_vs_nsp.png").stat().st_size > 1000
+    assert doubled["settings"]["initializer_range"] == 0.1
+    common = sys.modules["common"]
+    assert common.tiny_config(100).initializer_range == 0.02
+    assert common.tiny_config(100, initializer_range=0.08).initializer_range == 0.08
+    assert exp.FULL["initializer_range"] == 0.08 and exp.FULL["pair_draws"] == 10
+
+
 def test_sharing_ablation_fast(tmp_path):
     exp = load("sharing_ablation")
     exp.main(["--fast", "--out", str(tmp_path)])
