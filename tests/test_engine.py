@@ -385,3 +385,15 @@ def test_history_plots_in_one_call():
     figure = trainer.plot()
     titles = " ".join(ax.get_title().lower() + ax.get_ylabel().lower() for ax in figure.axes)
     assert len(figure.axes) >= 3 and "loss" in titles and "accuracy" in titles
+
+
+def test_evaluate_without_masked_labels_says_which_collator_to_pass():
+    from course_lib.training.engine import evaluate_pretraining
+
+    def unmasked(examples, generator=None):
+        batch = ToyCollator()(examples, generator=generator)
+        batch.pop("labels")
+        return batch
+
+    with pytest.raises(ValueError, match="needs masked batches with 'labels'.*eval_collate_fn"):
+        evaluate_pretraining(tiny_mlm(), toy_examples(4), unmasked)

@@ -236,6 +236,12 @@ def evaluate_pretraining(
     sums = torch.zeros(5, dtype=torch.float64)
     for start in range(0, len(dataset), batch_size):
         batch = collate_fn(list(dataset[start : start + batch_size]), generator=generator)
+        if "labels" not in batch:
+            raise ValueError(
+                "evaluate_pretraining needs masked batches with 'labels', but the collator "
+                f"returned only {sorted(batch)}; pass a collator with masking (e.g. "
+                "PretrainingCollator(tokenizer)) as eval_collate_fn."
+            )
         batch = {k: v.to(device) for k, v in batch.items()}
         with autocast(device, precision):
             out = model(**model_inputs(batch))
