@@ -22,15 +22,7 @@ from course_lib.training.checkpoint import (
     set_rng_state,
 )
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models gain nothing from a second thread, and on a busy machine two OpenMP threads
-    wait for each other at every op."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture

@@ -22,15 +22,7 @@ from course_lib.training.engine import EpochSampler, ModelLoss
 TESTS_DIR = Path(__file__).parent
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models gain nothing from a second thread, and on a busy machine two OpenMP threads
-    wait for each other at every op; bitwise comparisons also need the same thread count in
-    every run (GEMM splits differ)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def make_trainer(model=None, steps=6, examples=None, **overrides) -> Trainer:

@@ -22,13 +22,7 @@ def load(name):
     return module
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """The scripts run on one thread (see common.set_threads); restore the setting afterwards."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def is_fraction(x):

@@ -36,13 +36,7 @@ PAD, CLS, SEP = 0, 1, 2
 VOCAB = 64
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Models this small run fastest on one thread (two only add synchronisation)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def tiny_config(**changes) -> BertConfig:
