@@ -14,8 +14,9 @@ import math
 import platform
 import random
 import sys
+import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -346,3 +347,26 @@ def load_results(name: str) -> dict[str, Any]:
 
 def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
+
+
+def run_and_write(name: str, run: Callable[..., dict[str, Any]], settings: dict[str, Any],
+                  args: Any, argv: Sequence[str] | None, paper: dict[str, Any],
+                  plot: Callable[[dict[str, Any], Path], None]) -> dict[str, Any]:
+    """Run an experiment, then write <out>/<name>.json (settings, provenance, the paper's
+    numbers, results, wall time) and, unless --no-plot, <out>/<name>.png."""
+    start = time.perf_counter()
+    results = run(settings, progress=True)
+    results = {
+        "experiment": name,
+        "settings": settings,
+        "fast": args.fast,
+        **run_metadata(sys.argv[1:] if argv is None else argv, f"{name}.py"),
+        "paper": paper,
+        **results,
+        "wall_seconds": round(time.perf_counter() - start, 1),
+    }
+    path = write_json(args.out / f"{name}.json", results)
+    if not args.no_plot:
+        plot(results, args.out / f"{name}.png")
+    log(f"wrote {path.name} ({results['wall_seconds']:.0f}s)")
+    return results

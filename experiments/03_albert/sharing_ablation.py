@@ -176,22 +176,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.seeds is not None:
         settings["seeds"] = args.seeds
     settings.update(common.parse_overrides(args.set, settings))
-    start = time.perf_counter()
-    results = run(settings, progress=True)
-    results = {
-        "experiment": NAME,
-        "settings": settings,
-        "fast": args.fast,
-        **common.run_metadata(sys.argv[1:] if argv is None else argv, f"{NAME}.py"),
-        "paper": PAPER,
-        **results,
-        "wall_seconds": round(time.perf_counter() - start, 1),
-    }
-    path = common.write_json(args.out / f"{NAME}.json", results)
-    if not args.no_plot:
-        plot(results, args.out / f"{NAME}.png")
-    common.log(f"wrote {path.name} ({results['wall_seconds']:.0f}s)")
-    return results
+    return common.run_and_write(NAME, run, settings, args, argv, PAPER, plot)
 
 
 if __name__ == "__main__":
