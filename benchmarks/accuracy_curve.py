@@ -9,6 +9,10 @@ prints the curve, the fill-mask hit rate on held-out sentences, and the two triv
     python benchmarks/accuracy_curve.py --steps 600              # a fixed step budget instead
     python benchmarks/accuracy_curve.py --set lr=2e-3 max_length=64 pre_layer_norm=False
 
+Every run also writes benchmarks/results/accuracy_curve_<recipe>[_<N>steps].json (machine, torch
+version, threads, date, command, recipe, every evaluation row, baselines, fill-mask rows): the
+numbers in benchmarks/README.md cite these files. `--out DIR` writes elsewhere.
+
 Wall-clock results depend on the machine *and its load*: the load average is printed at the
 start and the end; compare runs only under similar load (or compare fixed step budgets).
 """
@@ -19,7 +23,9 @@ import argparse
 import ast
 import math
 import os
+import sys
 from collections import Counter
+from pathlib import Path
 
 import torch
 
@@ -28,6 +34,9 @@ from course_lib.training import Trainer, TrainingConfig
 from course_lib.training.device import cpu_supports_bf16
 from course_lib.training.inference import fill_mask_report, format_fill_mask_report
 from course_lib.training.recipes import get_recipe, prepare_run
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from results_file import provenance, slug, write_results  # noqa: E402
 
 
 def baselines(run) -> tuple[float, float]:
@@ -88,9 +97,16 @@ def main() -> None:
         help="override recipe values: model sizes (hidden_size=128), training (lr=2e-3), "
         "max_length=64 or vocab_size=4000; values are Python literals",
     )
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="folder for the results JSON (default: benchmarks/results)",
+    )
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     recipe = apply_overrides(get_recipe(args.preset), args.set)
+    header = provenance(args.threads)
     print(
         f"load average at start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; "
         f"{args.threads} threads; CPU native bf16: {cpu_supports_bf16()}"
@@ -129,11 +145,53 @@ def main() -> None:
     )
     sentences = [s for doc in run.corpus.validation for s in doc.sentences]
     rows = fill_mask_report(
-        run.model, run.tokenizer, sentences, n=args.samples, seed=args.seed,
+        run.model,
+        run.tokenizer,
+        sentences,
+        n=args.samples,
+        seed=args.seed,
         max_tokens=recipe.max_length,
     )
     print(format_fill_mask_report(rows, "after training"))
     print(f"load average at end: {os.getloadavg()[0]:.2f}")
+    name = f"accuracy_curve_{slug(recipe.name)}" + (f"_{args.steps}steps" if args.steps else "")
+    evals = [
+        {
+            "minutes": round(r["elapsed_s"] / 60, 3),
+            "step": r["step"],
+            "eval_mlm_loss": r["eval_mlm_loss"],
+            "eval_mlm_accuracy": r["eval_mlm_accuracy"],
+        }
+        for r in history
+        if "eval_mlm_accuracy" in r
+    ]
+    write_results(
+        name,
+        {
+            **header,
+            "benchmark": "accuracy_curve",
+            "recipe": {
+                "name": recipe.name,
+                "model": dict(recipe.model),
+                "training": dict(recipe.training),
+                "max_length": recipe.max_length,
+                "overrides": args.set,
+            },
+            "budget": {"steps": args.steps, "minutes": config.max_minutes, "every": args.every},
+            "seed": args.seed,
+            "precision": trainer.precision,
+            "parameters": sum(p.numel() for p in run.model.parameters()),
+            "train_sequences": len(run.train),
+            "held_out_sequences": len(run.held_out),
+            "rows": evals,
+            "baselines": {
+                "most_frequent_token_accuracy": top_accuracy,
+                "unigram_loss": unigram_loss,
+            },
+            "fill_mask": {"hits": sum(r["hit"] for r in rows), "of": len(rows), "rows": rows},
+        },
+        args.out,
+    )
 
 
 if __name__ == "__main__":
