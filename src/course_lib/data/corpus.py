@@ -38,6 +38,23 @@ CACHE_ENV_VAR = "COURSE_LIB_CACHE"
 # --------------------------------------------------------------------------------------------
 
 
+class TooFewDocuments(ValueError):
+    """Too few documents to split into train and validation (`documents` says how many); the
+    command line words its own hint from it, since its flags differ from these keywords."""
+
+    def __init__(self, message: str, documents: int) -> None:
+        super().__init__(message)
+        self.documents = documents
+
+
+class MissingTextField(ValueError):
+    """A JSONL record without the text field: `location` (file:line), `field`, `found` keys."""
+
+    def __init__(self, message: str, location: str, field: str, found: Any) -> None:
+        super().__init__(message)
+        self.location, self.field, self.found = location, field, found
+
+
 @dataclass
 class Document:
     """One document: a title and its sentences in reading order."""
@@ -148,10 +165,11 @@ def split_documents(
     if validation_fraction > 0:
         n_val = max(n_val, 1)
     if len(documents) - n_val < 1:
-        raise ValueError(
+        raise TooFewDocuments(
             f"The corpus has {len(documents)} document(s), too few for "
             f"validation_fraction={validation_fraction}: no training document would remain. "
-            "Add documents or pass validation_fraction=0."
+            "Add documents or pass validation_fraction=0.",
+            len(documents),
         )
 
     def rank(doc: Document) -> str:
@@ -239,8 +257,10 @@ _BULLET = re.compile(r"^(?:[*\-•]|\d+\.|\(\d+\)|\[\d+\])\s+")
 # "argv -- command line arguments": one definition per line, as in sys.__doc__.
 _DEFINITION = re.compile(r"^[\w.()\[\], ]+ -- ")
 _DIRECTIVE = re.compile(r"^\s*\.\.\s+[\w:-]+::")
-_FIELD = re.compile(r"^\s*:(param|parameter|arg|argument|key|keyword|type|returns?|rtype|raises?)"
-                    r"(\s+[^:]*)?:\s*")
+_FIELD = re.compile(
+    r"^\s*:(param|parameter|arg|argument|key|keyword|type|returns?|rtype|raises?)"
+    r"(\s+[^:]*)?:\s*"
+)
 
 
 def _indent(line: str) -> int:
@@ -526,9 +546,29 @@ def load_builtin_corpus(
 # --------------------------------------------------------------------------------------------
 
 
+def _read_text(path: Path) -> str:
+    """A file's text, or a ValueError that says to save it as UTF-8."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError(_not_utf8(path, err)) from err
+
+
+def _not_utf8(path: Path, err: UnicodeDecodeError, line: int | None = None) -> str:
+    where = f"line {line}" if line is not None else f"byte {err.start}"
+    return (
+        f"{path} is not UTF-8 text (byte 0x{err.object[err.start]:02x} at {where}); "
+        "save the file as UTF-8."
+    )
+
+
 def _read_jsonl(path: Path, text_field: str, label: str) -> Iterator[Document]:
-    with path.open(encoding="utf-8") as handle:
-        for lineno, line in enumerate(handle, start=1):
+    with path.open("rb") as handle:
+        for lineno, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise ValueError(_not_utf8(path, err, lineno)) from err
             if not line.strip():
                 continue
             try:
@@ -542,9 +582,12 @@ def _read_jsonl(path: Path, text_field: str, label: str) -> Iterator[Document]:
                 title = str(record.get("title", f"{label}:{lineno}"))
             else:
                 keys = sorted(record) if isinstance(record, dict) else type(record).__name__
-                raise ValueError(
+                raise MissingTextField(
                     f"{path}:{lineno} has no {text_field!r} field (found {keys}); pass "
-                    "text_field=... naming the field that holds the text."
+                    "text_field=... naming the field that holds the text.",
+                    f"{path}:{lineno}",
+                    text_field,
+                    keys,
                 )
             yield document_from_text(title, text)
 
@@ -584,9 +627,9 @@ def load_text_corpus(
         if file.suffix == ".jsonl":
             docs = list(_read_jsonl(file, text_field, label))
         elif document_boundary == "file":
-            docs = [document_from_text(label, file.read_text(encoding="utf-8"))]
+            docs = [document_from_text(label, _read_text(file))]
         else:
-            blocks = _paragraphs(file.read_text(encoding="utf-8"))
+            blocks = _paragraphs(_read_text(file))
             docs = [document_from_text(f"{label}#{i}", b) for i, b in enumerate(blocks)]
         empty += sum(1 for d in docs if not d.sentences)
         documents.extend(d for d in docs if d.sentences)

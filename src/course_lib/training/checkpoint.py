@@ -14,9 +14,11 @@ checkpoint could take over the machine; safetensors and JSON can only ever hold 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
+import os
 import random
-import shutil
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,14 @@ FORMAT_VERSION = 1
 MODEL_FILE = "model.safetensors"
 OPTIMIZER_FILE = "optimizer.safetensors"
 STATE_FILE = "trainer_state.json"
+TOKENIZER_FILE = "tokenizer.json"
+# Everything save_checkpoint writes into a checkpoint directory, and so all it may ever remove.
+CHECKPOINT_FILES = frozenset({MODEL_FILE, OPTIMIZER_FILE, STATE_FILE, TOKENIZER_FILE})
+
+
+class CheckpointError(ValueError):
+    """A checkpoint directory that is missing, damaged or does not fit: one line naming the file
+    and the fix."""
 
 
 # --- RNG states: bytes to base64 so the JSON file stays plain text -------------------------------
@@ -117,6 +127,97 @@ def _model_config(model: nn.Module) -> dict[str, Any] | None:
     return config.to_dict() if config is not None and hasattr(config, "to_dict") else None
 
 
+def _tmp_name(directory: Path, kind: str) -> Path:
+    """A sibling only this process uses: `.<name>.<kind>-<pid>` (a counter if it exists)."""
+    base = directory.with_name(f".{directory.name}.{kind}-{os.getpid()}")
+    candidate, n = base, 0
+    while candidate.exists() or candidate.is_symlink():
+        n += 1
+        candidate = base.with_name(f"{base.name}-{n}")
+    return candidate
+
+
+def _is_checkpoint(directory: Path) -> bool:
+    """A complete checkpoint: its state file (written last) parses and the weights exist."""
+    try:
+        state = json.loads((directory / STATE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return (
+        isinstance(state, dict) and "format_version" in state and (directory / MODEL_FILE).is_file()
+    )
+
+
+def _remove_checkpoint(directory: Path) -> None:
+    """Delete a checkpoint directory this library wrote: its own files only, then the folder if
+    it is empty (anything else found there is left in place)."""
+    for name in CHECKPOINT_FILES:
+        path = directory / name
+        if path.is_file() and not path.is_symlink():
+            path.unlink()
+    try:
+        directory.rmdir()
+    except OSError:
+        pass
+
+
+def check_checkpoint_target(directory: str | Path) -> None:
+    """Raise CheckpointError unless `directory` can take a checkpoint without losing a user file:
+    it must be absent, empty, or a course checkpoint holding nothing but checkpoint files."""
+    directory = Path(directory)
+    if directory.exists() and not directory.is_dir():
+        raise CheckpointError(
+            f"{directory} is a file, not a checkpoint directory; pass a folder path (nothing "
+            "was changed)."
+        )
+    if not directory.is_dir():
+        return
+    entries = sorted(p.name for p in directory.iterdir())
+    if not entries:
+        return
+    foreign = [name for name in entries if name not in CHECKPOINT_FILES]
+    if foreign or not (directory / STATE_FILE).is_file():
+        shown = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
+        what = f"it holds {shown}" if foreign else f"it has no {STATE_FILE}"
+        raise CheckpointError(
+            f"{directory} exists and is not a course checkpoint ({what}); a checkpoint save would "
+            "replace the folder, so choose a new or empty folder (nothing was changed)."
+        )
+
+
+def recover_checkpoint(directory: str | Path) -> Path | None:
+    """After a crash between the two renames of a save, put the newest complete checkpoint back.
+
+    A save writes `.<name>.tmp-<pid>`, renames the old `<name>` to `.<name>.old-<pid>` and the
+    new one to `<name>`. If `<name>` is missing, the complete `.tmp` (the newer) or else the
+    `.old` sibling is renamed back to `<name>`; returns the directory if it recovered one.
+    """
+    directory = Path(directory)
+    if directory.exists() or directory.is_symlink() or not directory.parent.is_dir():
+        return None
+    siblings = [p for p in directory.parent.glob(f".{directory.name}.*-*") if p.is_dir()]
+
+    def newest(kind: str) -> Path | None:
+        found = [p for p in siblings if p.name.startswith(f".{directory.name}.{kind}-")]
+        found = [p for p in found if _is_checkpoint(p)]
+        return max(found, key=lambda p: p.stat().st_mtime) if found else None
+
+    source = newest("tmp") or newest("old")
+    if source is None:
+        return None
+    source.rename(directory)
+    warnings.warn(
+        f"recovered checkpoint {directory} from {source.name} (a save was interrupted between "
+        "its two renames)",
+        stacklevel=2,
+    )
+    return directory
+
+
+def _tokenizer_digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 def save_checkpoint(
     directory: str | Path,
     model: nn.Module,
@@ -127,49 +228,89 @@ def save_checkpoint(
     """Write a checkpoint directory atomically: a crash mid-save leaves the previous one intact.
 
     `state` is the trainer's plain-data state (step, schedule, data position, history...);
-    RNG states are added here so every checkpoint can resume bit for bit.
+    RNG states are added here so every checkpoint can resume bit for bit. An existing folder
+    that is not a course checkpoint is refused (CheckpointError), never replaced.
     """
     directory = Path(directory)
-    tmp = directory.with_name(directory.name + ".tmp")
-    if tmp.exists():
-        shutil.rmtree(tmp)
+    recover_checkpoint(directory)
+    check_checkpoint_target(directory)
+    tmp = _tmp_name(directory, "tmp")
     tmp.mkdir(parents=True)
-    save_model(model, str(tmp / MODEL_FILE))
-    payload: dict[str, Any] = {
-        "format_version": FORMAT_VERSION,
-        "model_class": type(model).__name__,
-        "config": _model_config(model),
-        "rng": get_rng_state(),
-        **(state or {}),
-    }
-    if optimizer is not None:
-        tensors, plain = _split_optimizer_state(optimizer)
-        save_file(tensors, str(tmp / OPTIMIZER_FILE))
-        payload["optimizer"] = plain
-    if tokenizer is not None:
-        tokenizer.save(str(tmp / "tokenizer.json"))
-    (tmp / STATE_FILE).write_text(json.dumps(payload, indent=1, allow_nan=True))
-    # Swap in the new directory; the old one is removed only after the new one is complete.
-    old = directory.with_name(directory.name + ".old")
-    if old.exists():
-        shutil.rmtree(old)
-    if directory.exists():
+    try:
+        save_model(model, str(tmp / MODEL_FILE))
+        payload: dict[str, Any] = {
+            "format_version": FORMAT_VERSION,
+            "model_class": type(model).__name__,
+            "config": _model_config(model),
+            "rng": get_rng_state(),
+            **(state or {}),
+        }
+        if optimizer is not None:
+            tensors, plain = _split_optimizer_state(optimizer)
+            save_file(tensors, str(tmp / OPTIMIZER_FILE))
+            payload["optimizer"] = plain
+        if tokenizer is not None:
+            tokenizer.save(str(tmp / TOKENIZER_FILE))
+            payload["tokenizer"] = {
+                "sha256": _tokenizer_digest(tmp / TOKENIZER_FILE),
+                "vocab_size": getattr(tokenizer, "vocab_size", None),
+                "family": getattr(tokenizer, "family", None),
+            }
+        # The state file is written last: a directory with a parsable one is complete.
+        (tmp / STATE_FILE).write_text(json.dumps(payload, indent=1, allow_nan=True))
+    except BaseException:
+        _remove_checkpoint(tmp)  # our own half-written folder
+        raise
+    # Swap in the new directory; the old one is removed only after the new one is in place.
+    old = None
+    if directory.is_dir():
+        old = _tmp_name(directory, "old")
         directory.rename(old)
     tmp.rename(directory)
-    if old.exists():
-        shutil.rmtree(old)
+    if old is not None:
+        _remove_checkpoint(old)
     return directory
 
 
 def read_state(directory: str | Path) -> dict[str, Any]:
     """The JSON part of a checkpoint, with a clear error if the directory is not a checkpoint."""
-    path = Path(directory) / STATE_FILE
+    directory = Path(directory)
+    recover_checkpoint(directory)
+    path = directory / STATE_FILE
     if not path.is_file():
+        legacy = [
+            p.name
+            for p in (directory.with_name(directory.name + s) for s in (".tmp", ".old"))
+            if _is_checkpoint(p)
+        ]
+        if not directory.exists() and legacy:
+            raise FileNotFoundError(
+                f"{directory} does not exist, but {' and '.join(legacy)} beside it hold a complete "
+                f"checkpoint (a save was interrupted); rename {legacy[0]} to {directory.name} to "
+                "use it."
+            )
         raise FileNotFoundError(
             f"{directory} is not a checkpoint: {STATE_FILE} is missing (a checkpoint directory "
             f"holds {MODEL_FILE} and {STATE_FILE}; pass the directory that `course pretrain` wrote)."
         )
-    return json.loads(path.read_text())
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, OSError) as err:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise CheckpointError(
+            f"{path} is damaged ({_short(err)}); resume from another checkpoint or start a new run."
+        ) from err
+    if not isinstance(state, dict):
+        raise CheckpointError(
+            f"{path} holds a JSON {type(state).__name__}, not the object course pretrain writes; "
+            "the checkpoint is damaged: resume from another checkpoint or start a new run."
+        )
+    return state
+
+
+def _short(err: BaseException) -> str:
+    """The first line of an exception's message, shortened: for one-line errors."""
+    text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    return text if len(text) <= 160 else text[:157] + "..."
 
 
 def load_checkpoint(
@@ -181,57 +322,144 @@ def load_checkpoint(
     """Load weights (and optimizer state, RNG states) into existing objects; return the JSON state.
 
     The model must have the same architecture; the config stored in the checkpoint is checked
-    first so a mismatch names the differing fields instead of listing missing tensors.
+    first so a mismatch names the differing fields instead of listing missing tensors. A damaged
+    or missing file raises CheckpointError (a ValueError) naming the file.
     """
     directory = Path(directory)
     state = read_state(directory)
     saved_config, config = state.get("config"), _model_config(model)
     if saved_config is not None and config is not None and saved_config != config:
+        if not isinstance(saved_config, dict):
+            raise CheckpointError(
+                f"{directory / STATE_FILE} holds a config of type {type(saved_config).__name__}; "
+                "the checkpoint is damaged: resume from another checkpoint or start a new run."
+            )
         diff = sorted(
             k for k in set(saved_config) | set(config) if saved_config.get(k) != config.get(k)
         )
         details = ", ".join(f"{k}: {saved_config.get(k)!r} vs {config.get(k)!r}" for k in diff)
         raise ValueError(f"checkpoint {directory} was saved from a different config ({details}).")
     device = next(model.parameters()).device
-    missing, unexpected = load_model(
-        model, str(directory / MODEL_FILE), strict=False, device=str(device)
-    )
+    weights = directory / MODEL_FILE
+    try:
+        missing, unexpected = load_model(model, str(weights), strict=False, device=str(device))
+    except Exception as err:  # truncated, empty, missing or not safetensors; shapes that differ
+        raise _file_error(weights, err, "the weights") from err
     if missing or unexpected:
         raise ValueError(
             f"checkpoint {directory} does not match {type(model).__name__}: "
             f"missing {sorted(missing)[:5]}, unexpected {sorted(unexpected)[:5]}."
         )
     if optimizer is not None:
-        if "optimizer" not in state:
+        if not isinstance(state.get("optimizer"), dict):
             raise ValueError(
                 f"checkpoint {directory} holds no optimizer state (saved for inference)."
             )
-        tensors = load_file(str(directory / OPTIMIZER_FILE), device=str(device))
-        saved = _join_optimizer_state(tensors, state["optimizer"])
-        # Implementation switches follow this machine, not the one that saved (a fused kernel
-        # may exist on the GPU that wrote the checkpoint but not here).
-        for group, current in zip(saved["param_groups"], optimizer.param_groups):
-            for key in ("fused", "foreach", "capturable", "differentiable"):
-                if key in current:
-                    group[key] = current[key]
-        optimizer.load_state_dict(saved)
+        path = directory / OPTIMIZER_FILE
+        try:
+            tensors = load_file(str(path), device=str(device))
+            saved = _join_optimizer_state(tensors, state["optimizer"])
+            # Implementation switches follow this machine, not the one that saved (a fused
+            # kernel may exist on the GPU that wrote the checkpoint but not here).
+            for group, current in zip(saved["param_groups"], optimizer.param_groups):
+                for key in ("fused", "foreach", "capturable", "differentiable"):
+                    if key in current:
+                        group[key] = current[key]
+            optimizer.load_state_dict(saved)
+        except Exception as err:
+            raise _file_error(path, err, "the optimizer state") from err
     if restore_rng and "rng" in state:
-        set_rng_state(state["rng"])
+        try:
+            set_rng_state(state["rng"])
+        except Exception as err:
+            raise CheckpointError(
+                f"{directory / STATE_FILE} holds damaged RNG states ({_short(err)}); resume from "
+                "another checkpoint or start a new run."
+            ) from err
     return state
+
+
+def _file_error(path: Path, err: BaseException, what: str) -> CheckpointError:
+    """One line for a checkpoint file that cannot be read: which file, why, and what to do."""
+    if not path.exists():
+        why = "it is missing"
+    elif path.stat().st_size == 0:
+        why = "it is empty"
+    elif "size mismatch" in str(err) or "shape" in str(err).lower():
+        why = f"its tensors do not fit the config in {STATE_FILE} ({_short(err)})"
+    else:
+        why = f"it is damaged or truncated ({_short(err)})"
+    return CheckpointError(
+        f"cannot load {what} from {path}: {why}; resume from another checkpoint or start a new run."
+    )
 
 
 def load_pretrained(directory: str | Path, device: str | torch.device = "cpu") -> nn.Module:
     """Rebuild the model a checkpoint was saved from (class + config) and load its weights."""
     from course_lib.models import MODEL_CLASSES, config_from_dict
 
+    directory = Path(directory)
     state = read_state(directory)
     name, config_dict = state.get("model_class"), state.get("config")
-    if name not in MODEL_CLASSES or config_dict is None:
-        raise ValueError(
+    if not isinstance(config_dict, dict):
+        raise CheckpointError(
+            f"{directory / STATE_FILE} has no model config (the 'config' entry is "
+            f"{'missing' if config_dict is None else 'not an object'}), so the model cannot be "
+            "rebuilt; use a complete checkpoint written by course pretrain."
+        )
+    if name not in MODEL_CLASSES:
+        raise CheckpointError(
             f"checkpoint {directory} holds model class {name!r}, which course_lib does not know; "
             f"known classes: {sorted(MODEL_CLASSES)}."
         )
-    config = config_from_dict(config_dict)
+    try:
+        config = config_from_dict(config_dict)
+    except (ValueError, TypeError, KeyError) as err:
+        raise CheckpointError(
+            f"{directory / STATE_FILE} holds an invalid model config ({_short(err)}); use a "
+            "complete checkpoint written by course pretrain."
+        ) from err
     model = MODEL_CLASSES[name](config).to(device)
     load_checkpoint(directory, model, restore_rng=False)
     return model.eval()
+
+
+def load_tokenizer(directory: str | Path, state: dict[str, Any] | None = None) -> Any:
+    """The checkpoint's tokenizer.json, refused unless it is the tokenizer the model was trained
+    with: same file (its hash is stored at save time), vocabulary size and tokenizer family."""
+    from course_lib.tokenization import CourseTokenizer, canonical_family
+
+    directory = Path(directory)
+    state = read_state(directory) if state is None else state
+    path = directory / TOKENIZER_FILE
+    fix = "copy back the tokenizer.json that was saved with this checkpoint"
+    if not path.is_file():
+        raise CheckpointError(f"{path} is missing; {fix}, or use another checkpoint.")
+    try:
+        tokenizer = CourseTokenizer.load(path)
+    except Exception as err:  # the tokenizers library raises its own Exception on bad JSON
+        raise CheckpointError(f"{path} cannot be read ({_short(err)}); {fix}.") from err
+    saved = state.get("tokenizer") if isinstance(state.get("tokenizer"), dict) else {}
+    if saved.get("sha256") and saved["sha256"] != _tokenizer_digest(path):
+        raise CheckpointError(
+            f"{path} is not the tokenizer this model was trained with (its contents changed "
+            f"since the save); {fix}."
+        )
+    config = state.get("config") if isinstance(state.get("config"), dict) else {}
+    vocab_size = config.get("vocab_size")
+    if vocab_size is not None and tokenizer.vocab_size != vocab_size:
+        raise CheckpointError(
+            f"{path} has {tokenizer.vocab_size} entries but the model was trained with "
+            f"{vocab_size}: it is another run's tokenizer; {fix}."
+        )
+    model_type = config.get("model_type")
+    try:
+        expected = canonical_family(model_type) if model_type else None
+    except ValueError:
+        expected = None
+    if expected is not None and tokenizer.family != expected:
+        raise CheckpointError(
+            f"{path} is a {tokenizer.family} tokenizer but a {model_type} model needs a "
+            f"{expected} one: it is another family's tokenizer; {fix}."
+        )
+    return tokenizer

@@ -7,18 +7,25 @@
     course evaluate runs/tiny/checkpoint
     torchrun --nproc_per_node=2 -m course_lib.training.cli pretrain --steps 200
 
-Mistakes in the arguments give one line on stderr and exit code 2, never a traceback.
+Mistakes in the arguments, and damaged or mismatched checkpoints, give one line on stderr and
+exit code 2, never a traceback; Ctrl-C outside training prints "interrupted" and exits with 130.
+No file is ever replaced silently: an existing run is continued (--resume) or replaced only
+when asked (--overwrite).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
+import tempfile
+import warnings
 from pathlib import Path
 from typing import Any, NoReturn
 
 CHECKPOINT_NAME = "checkpoint"
+MAX_SEED = 2**32 - 1
 
 
 class UsageError(Exception):
@@ -40,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="course", description="Encoders from Scratch: pretrain and inspect encoders."
     )
     sub = parser.add_subparsers(
-        dest="command", parser_class=_Parser, metavar="{pretrain,fill-mask,evaluate}"
+        dest="command", parser_class=_Parser, metavar="{pretrain,fill-mask,evaluate,export,import}"
     )
 
     p = sub.add_parser(
@@ -60,7 +67,12 @@ def build_parser() -> argparse.ArgumentParser:
     budget.add_argument(
         "--steps", type=int, default=None, help="optimizer steps instead of minutes"
     )
-    p.add_argument("--corpus", default="builtin", help="'builtin' or a .txt/.jsonl file or folder")
+    p.add_argument(
+        "--corpus",
+        default="builtin",
+        help="'builtin', a folder of .txt/.jsonl files, a .jsonl file (one document per line) or "
+        "a .txt file (documents separated by blank lines)",
+    )
     p.add_argument(
         "--output-dir", default=None, help="where checkpoints go (default runs/<preset>)"
     )
@@ -71,9 +83,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="continue from a checkpoint (default: <output-dir>/checkpoint)",
     )
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an existing <output-dir>/checkpoint with this new run (it is lost)",
+    )
     p.add_argument("--precision", default=None, choices=("auto", "fp32", "bf16", "fp16"))
     p.add_argument("--device", default="auto", help="auto (CUDA > MPS > CPU), cpu, cuda, mps")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help=f"0 to {MAX_SEED} (default 0)")
     p.add_argument("--batch-size", type=int, default=None, help="per process (default: recipe's)")
     p.add_argument("--lr", type=float, default=None, help="peak learning rate (default: recipe's)")
     p.add_argument(
@@ -99,6 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     e.add_argument("--samples", type=int, default=8)
     e.add_argument("--device", default="auto")
+    from course_lib.training.export_cli import add_parsers  # export, import
+
+    add_parsers(sub)
     return parser
 
 
@@ -106,38 +126,103 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _positive(value: float | None, name: str) -> None:
-    if value is not None and value <= 0:
+    """A flag that must be a finite number > 0 (inf and nan included in the refusal)."""
+    if value is None:
+        return
+    if not math.isfinite(value):
+        raise UsageError(f"{name} must be a finite number > 0, got {value}")
+    if value <= 0:
         raise UsageError(f"{name} must be > 0, got {value:g}")
+
+
+def _at_least_zero(value: int | None, name: str) -> None:
+    if value is not None and value < 0:
+        raise UsageError(f"{name} must be >= 0, got {value}")
+
+
+def _cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+def _threads(requested: int | None) -> int | None:
+    """--threads, capped at the CPUs this process may use (a note says so)."""
+    if requested is None:
+        return None
+    _positive(requested, "--threads")
+    cpus = _cpu_count()
+    if requested > cpus:
+        print(
+            f"course pretrain: note: --threads {requested} is more than the {cpus} CPUs here; "
+            f"using {cpus}",
+            file=sys.stderr,
+        )
+        return cpus
+    return requested
+
+
+def _corpus_path(spec: str) -> str:
+    """'builtin', or the corpus path made absolute (a checkpoint stores it; resume may run from
+    another directory)."""
+    return spec if spec == "builtin" else os.path.abspath(os.path.expanduser(spec))
 
 
 def _load_corpus(spec: str) -> Any:
     from course_lib.data import load_builtin_corpus, load_text_corpus
+    from course_lib.data.corpus import MissingTextField, TooFewDocuments
 
     if spec == "builtin":
         return load_builtin_corpus()
-    if not Path(spec).expanduser().exists():
+    path = Path(spec).expanduser()
+    if not path.exists():
         raise UsageError(
             f"corpus path {spec!r} does not exist; pass 'builtin' or a .txt/.jsonl file or folder"
         )
+    # A single .txt file holds many documents, separated by blank lines (--help says so).
+    boundary = "blank_line" if path.is_file() and path.suffix == ".txt" else "file"
     try:
-        return load_text_corpus(spec)
-    except ValueError as err:
-        raise UsageError(f"cannot read corpus {spec!r}: {err}") from err
+        return load_text_corpus(path, document_boundary=boundary)
+    except TooFewDocuments as err:
+        how = {
+            ".txt": "separate documents with a blank line",
+            ".jsonl": "write one document per line",
+        }.get(path.suffix if path.is_file() else "", "add .txt files (one document each)")
+        raise UsageError(
+            f"corpus {spec!r} holds {err.documents} document(s), too few: course pretrain keeps "
+            f"at least one document for validation and needs one to train on; {how}"
+        ) from err
+    except MissingTextField as err:
+        raise UsageError(
+            f"cannot read corpus {spec!r}: {err.location} has no {err.field!r} field (found "
+            f'{err.found}); write each line as {{"text": "..."}} or as a JSON string'
+        ) from err
+    except (ValueError, OSError) as err:
+        raise UsageError(f"cannot read corpus {spec!r}: {str(err).rstrip('.')}") from err
 
 
-def _checkpoint_state(path: str | Path, family: str | None) -> dict[str, Any]:
-    """The JSON state of a checkpoint, checked to exist and (optionally) to be of `family`."""
-    from course_lib.training.checkpoint import read_state
+def _checkpoint_state(path: str | Path, family: str | None, resume: bool = False) -> dict[str, Any]:
+    """The JSON state of a checkpoint, checked to exist and (optionally) to be of `family`;
+    with `resume`, also to hold what resuming needs."""
+    from course_lib.training.checkpoint import CheckpointError, read_state
     from course_lib.training.recipes import FAMILIES
 
     path = Path(path)
-    if not path.exists():
-        raise UsageError(f"checkpoint {str(path)!r} does not exist")
     try:
         state = read_state(path)
-    except FileNotFoundError as err:
+    except (FileNotFoundError, CheckpointError) as err:
+        if not path.exists() and "rename" not in str(err):  # not a recoverable interrupted save
+            hint = "; run without --resume to start a new run" if resume else ""
+            raise UsageError(f"checkpoint {str(path)!r} does not exist{hint}") from err
         raise UsageError(str(err).rstrip(".")) from err
-    model_type = (state.get("config") or {}).get("model_type")
+    config = state.get("config")
+    if not isinstance(config, dict):
+        raise UsageError(
+            f"{path / 'trainer_state.json'} has no model config, so the model cannot be rebuilt; "
+            "use a complete checkpoint written by course pretrain"
+        )
+    model_type = config.get("model_type")
     if family is not None:
         expected = FAMILIES[family].config_cls().model_type
         if model_type != expected:
@@ -149,7 +234,84 @@ def _checkpoint_state(path: str | Path, family: str | None) -> dict[str, Any]:
         raise UsageError(
             f"checkpoint {str(path)!r} has no tokenizer.json; it was not written by course pretrain"
         )
+    if resume:
+        needed = {"training_config": dict, "step": int, "elapsed_s": (int, float), "data": dict}
+        for key, kind in needed.items():
+            if not isinstance(state.get(key), kind):
+                raise UsageError(
+                    f"{path / 'trainer_state.json'} has no {key}, so the run cannot be resumed "
+                    "(it was saved for inference or is damaged); start a new run with another "
+                    "--output-dir, or use the checkpoint with fill-mask/evaluate"
+                )
     return state
+
+
+def _check_output_dir(output_dir: Path, resume_dir: Path | None, overwrite: bool) -> None:
+    """Before any corpus or tokenizer work: the run's checkpoint can be written, and writing it
+    loses nothing (an earlier run is continued with --resume or replaced only with --overwrite)."""
+    from course_lib.training.checkpoint import (
+        CheckpointError,
+        check_checkpoint_target,
+        read_state,
+        recover_checkpoint,
+    )
+
+    flag = f"--output-dir {output_dir}"
+    existing = output_dir
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        what = "is a file" if existing == output_dir else f"is inside {existing}, which is a file"
+        raise UsageError(f"{flag} {what}; pass a folder (it is created if needed)")
+    try:  # a test write where the checkpoint will go (or in the folder that will hold it)
+        fd, probe = tempfile.mkstemp(prefix=".course-write-test-", dir=existing)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise UsageError(
+            f"{flag} is not writable ({err.strerror or err}); pass a folder you can write to"
+        ) from err
+    checkpoint = output_dir / CHECKPOINT_NAME
+    recover_checkpoint(checkpoint)
+    if not checkpoint.exists():
+        return
+    try:
+        check_checkpoint_target(checkpoint)
+    except CheckpointError as err:
+        raise UsageError(f"{str(err).rstrip('.')}; pass another --output-dir") from err
+    if not any(checkpoint.iterdir()):
+        return
+    continuing = resume_dir is not None and resume_dir.resolve() == checkpoint.resolve()
+    if continuing or overwrite:
+        return
+    try:
+        step = f" (step {read_state(checkpoint).get('step')})"
+    except (OSError, ValueError):
+        step = ""
+    raise UsageError(
+        f"{checkpoint} already holds a run{step}; use --resume to continue it, --overwrite to "
+        "replace it, or another --output-dir"
+    )
+
+
+def _finished(args: argparse.Namespace, state: dict[str, Any]) -> str | None:
+    """Why a resumed run has nothing left to do (its budget is spent), or None."""
+    saved = state["training_config"]
+    max_steps, max_minutes = saved.get("max_steps"), saved.get("max_minutes")
+    if args.steps is not None:
+        max_steps, max_minutes = args.steps, None
+    elif args.minutes is not None:
+        max_minutes = args.minutes
+    step, elapsed = int(state["step"]), float(state["elapsed_s"])
+    if max_steps is not None and step >= max_steps:
+        return f"step {step} of {max_steps}; pass a larger --steps, e.g. --steps {2 * step}"
+    if max_minutes is not None and elapsed >= 60.0 * max_minutes:
+        more = math.ceil(elapsed / 60.0) * 2
+        return (
+            f"{elapsed / 60:.1f} of {max_minutes:g} minutes; pass a larger --minutes, e.g. "
+            f"--minutes {more}"
+        )
+    return None
 
 
 def _print(*args: Any, main: bool = True) -> None:
@@ -173,7 +335,10 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
     _positive(args.steps, "--steps")
     _positive(args.batch_size, "--batch-size")
     _positive(args.lr, "--lr")
-    _positive(args.threads, "--threads")
+    _at_least_zero(args.samples, "--samples")
+    if not 0 <= args.seed <= MAX_SEED:
+        raise UsageError(f"--seed must be in [0, {MAX_SEED}], got {args.seed}")
+    threads = _threads(args.threads)
     family = FAMILIES[args.family]
     try:
         recipe = get_recipe(args.preset, args.family)
@@ -184,21 +349,29 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
     resume_dir, state = None, {}
     if args.resume is not None:
         resume_dir = output_dir / CHECKPOINT_NAME if args.resume == "auto" else Path(args.resume)
-        state = _checkpoint_state(resume_dir, args.family)
+    _check_output_dir(output_dir, resume_dir, args.overwrite)  # before any corpus work
+    if resume_dir is not None:
+        state = _checkpoint_state(resume_dir, args.family, resume=True)
+        finished = _finished(args, state)
+        if finished is not None:
+            print(f"the run in {resume_dir} already finished its budget ({finished})")
+            return 0
     objective = args.objective or recipe.training.get("objective", "mlm")
     if resume_dir is not None and args.objective is None:
-        objective = state["training_config"]["objective"]
+        objective = state["training_config"].get("objective", objective)
     corpus_spec = args.corpus
     if resume_dir is not None and args.corpus == "builtin":
-        corpus_spec = state.get("run", {}).get("corpus", corpus_spec)
+        run_info = state.get("run") if isinstance(state.get("run"), dict) else {}
+        corpus_spec = run_info.get("corpus", corpus_spec)
     try:
         family.model_class(objective)  # fail before minutes of corpus and tokenizer work
     except ValueError as err:
         raise UsageError(str(err).rstrip(".")) from err
-    if args.threads:
+    if threads:
         import torch
 
-        torch.set_num_threads(args.threads)
+        torch.set_num_threads(threads)
+        os.environ.setdefault("RAYON_NUM_THREADS", str(threads))  # the tokenizer trainer's pool
     corpus = _load_corpus(corpus_spec)
     return _pretrain(
         args, recipe, family, objective, corpus, corpus_spec, output_dir, resume_dir, state
@@ -210,7 +383,6 @@ def _pretrain(
 ) -> int:
     import torch
 
-    from course_lib.tokenization import CourseTokenizer
     from course_lib.training import distributed
     from course_lib.training.device import select_device
     from course_lib.training.engine import Trainer, TrainingDiverged
@@ -225,7 +397,7 @@ def _pretrain(
     main = ctx.is_main
     tokenizer = None
     if resume_dir is not None:  # the checkpoint's own tokenizer: the ids must not change
-        tokenizer = CourseTokenizer.load(resume_dir / "tokenizer.json")
+        tokenizer = _checkpoint_tokenizer(resume_dir, state)
     else:
         _print(
             f"training a {recipe.vocab_size}-entry {family.tokenizer} tokenizer on {corpus.name}",
@@ -275,10 +447,17 @@ def _pretrain(
     run_info = {
         "family": family.name,
         "preset": recipe.name,
-        "corpus": corpus_spec,
+        "corpus": _corpus_path(corpus_spec),
         "max_length": recipe.max_length,
         "masking": recipe.masking,
     }
+    global_batch = training.batch_size * training.gradient_accumulation_steps * ctx.world_size
+    if len(train) < global_batch:
+        raise UsageError(
+            f"corpus {corpus_spec!r} gives {len(train)} training examples, fewer than one batch "
+            f"of {global_batch}; lower --batch-size (e.g. --batch-size {max(1, len(train))}) or "
+            "add documents"
+        )
     try:
         trainer = Trainer(
             model, train, collator, training, held_out, tokenizer=tokenizer, run_info=run_info
@@ -344,19 +523,29 @@ def _pretrain(
     return 0
 
 
+def _checkpoint_tokenizer(path: str | Path, state: dict[str, Any]) -> Any:
+    """The checkpoint's tokenizer, refused (one line) if it is damaged or another run's."""
+    from course_lib.training.checkpoint import CheckpointError, load_tokenizer
+
+    try:
+        return load_tokenizer(path, state)
+    except CheckpointError as err:
+        raise UsageError(str(err).rstrip(".")) from err
+
+
 def _load_model_and_tokenizer(
     path: str, family: str | None, device: str = "cpu"
 ) -> tuple[Any, Any, dict]:
-    from course_lib.tokenization import CourseTokenizer
     from course_lib.training.checkpoint import load_pretrained
     from course_lib.training.device import select_device
 
     state = _checkpoint_state(path, family)
+    tokenizer = _checkpoint_tokenizer(path, state)
     try:
         model = load_pretrained(path, device=select_device(device))
     except ValueError as err:
         raise UsageError(str(err).rstrip(".")) from err
-    return model, CourseTokenizer.load(Path(path) / "tokenizer.json"), state
+    return model, tokenizer, state
 
 
 def cmd_fill_mask(args: argparse.Namespace) -> int:
@@ -386,11 +575,13 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from course_lib.training.engine import evaluate_pretraining
     from course_lib.training.inference import fill_mask_report, format_fill_mask_report
 
+    _at_least_zero(args.samples, "--samples")
     model, tokenizer, state = _load_model_and_tokenizer(args.checkpoint, None, args.device)
-    run = state.get("run", {})
+    run = state.get("run") if isinstance(state.get("run"), dict) else {}
     corpus_spec = args.corpus or run.get("corpus", "builtin")
     corpus = _load_corpus(corpus_spec)
-    training = state.get("training_config", {})
+    training = state.get("training_config")
+    training = training if isinstance(training, dict) else {}
     objective = training.get("objective", "mlm")
     held_out = build_pretraining_dataset(
         corpus.validation, tokenizer, objective, run.get("max_length", 128), training.get("seed", 0)
@@ -418,7 +609,22 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"pretrain": cmd_pretrain, "fill-mask": cmd_fill_mask, "evaluate": cmd_evaluate}
+def _export_cli(name: str) -> Any:
+    def run(args: argparse.Namespace) -> int:
+        from course_lib.training import export_cli
+
+        return getattr(export_cli, name)(args)
+
+    return run
+
+
+COMMANDS = {
+    "pretrain": cmd_pretrain,
+    "fill-mask": cmd_fill_mask,
+    "evaluate": cmd_evaluate,
+    "export": _export_cli("cmd_export"),
+    "import": _export_cli("cmd_import"),
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -428,11 +634,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
-    try:
-        return COMMANDS[args.command](args)
-    except UsageError as err:
-        print(f"course {args.command}: error: {err}", file=sys.stderr)
-        return 2
+    prog = f"course {args.command}"
+
+    def one_line_warning(message: Any, *rest: Any, **kwargs: Any) -> None:
+        print(f"{prog}: note: {str(message).strip().splitlines()[0]}", file=sys.stderr)
+
+    with warnings.catch_warnings():
+        warnings.showwarning = one_line_warning
+        try:
+            return COMMANDS[args.command](args)
+        except UsageError as err:
+            print(f"{prog}: error: {err}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:  # Ctrl-C outside training (corpus, tokenizer, evaluation)
+            print(f"{prog}: interrupted", file=sys.stderr)
+            return 130
 
 
 if __name__ == "__main__":
