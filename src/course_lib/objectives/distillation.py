@@ -19,8 +19,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from course_lib.training.engine import count_targets
 
-def kl_distillation_loss(student_logits: Tensor, teacher_logits: Tensor, temperature: float) -> Tensor:
+
+def kl_distillation_loss(
+    student_logits: Tensor, teacher_logits: Tensor, temperature: float
+) -> Tensor:
     """T^2 * KL(softmax(teacher / T) || softmax(student / T)), averaged over rows ([n, vocab])."""
     if student_logits.shape != teacher_logits.shape:
         raise ValueError(
@@ -35,7 +39,9 @@ def kl_distillation_loss(student_logits: Tensor, teacher_logits: Tensor, tempera
     return kl * temperature**2
 
 
-def hidden_cosine_loss(student_hidden: Tensor, teacher_hidden: Tensor, attention_mask: Tensor) -> Tensor:
+def hidden_cosine_loss(
+    student_hidden: Tensor, teacher_hidden: Tensor, attention_mask: Tensor
+) -> Tensor:
     """Mean of 1 - cos(student, teacher) over the real tokens (attention_mask == 1)."""
     if student_hidden.shape != teacher_hidden.shape:
         raise ValueError(
@@ -78,10 +84,22 @@ class DistillationObjective:
         self.temperature = temperature
         self.alpha_ce, self.alpha_mlm, self.alpha_cos = alpha_ce, alpha_mlm, alpha_cos
 
-    def __call__(self, model: nn.Module, batch: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
+    def target_counts(self, batch: dict[str, Tensor]) -> dict[str, float]:
+        """L_ce and L_mlm average over the masked tokens, L_cos over the real tokens: the
+        Trainer weights each micro-batch's terms by its share of those counts (exact batches)."""
+        return count_targets(batch)
+
+    def __call__(
+        self,
+        model: nn.Module,
+        batch: dict[str, Tensor],
+        shares: dict[str, float] | None = None,
+    ) -> tuple[Tensor, dict[str, Tensor]]:
         student = getattr(model, "module", model)  # DistributedDataParallel wraps the student
         if student is self.teacher:
-            raise ValueError("the student and the teacher are the same module; copy the teacher first.")
+            raise ValueError(
+                "the student and the teacher are the same module; copy the teacher first."
+            )
         labels = batch.get("labels")
         if labels is None:
             raise ValueError(
@@ -106,16 +124,24 @@ class DistillationObjective:
         out = model(**inputs)
 
         masked = labels != -100
-        metrics: dict[str, Tensor] = {"mlm_loss": out.mlm_loss.detach()}
-        loss = self.alpha_mlm * out.mlm_loss
+        # Each term is a mean; with shares, this micro-batch's share of the step's mean.
+        mlm_share = 1.0 if shares is None else shares["mlm"]
+        tokens_share = 1.0 if shares is None else shares["tokens"]
+        mlm = out.mlm_loss * mlm_share
+        metrics: dict[str, Tensor] = {"mlm_loss": mlm.detach()}
+        loss = self.alpha_mlm * mlm
         if self.alpha_ce > 0:
-            ce = kl_distillation_loss(
-                _at_masked(out.mlm_logits, masked), _at_masked(teacher_out.mlm_logits, masked), self.temperature
+            ce = mlm_share * kl_distillation_loss(
+                _at_masked(out.mlm_logits, masked),
+                _at_masked(teacher_out.mlm_logits, masked),
+                self.temperature,
             )
             loss = loss + self.alpha_ce * ce
             metrics["ce_loss"] = ce.detach()
         if self.alpha_cos > 0:
-            cos = hidden_cosine_loss(out.last_hidden_state, teacher_out.last_hidden_state, attention_mask)
+            cos = tokens_share * hidden_cosine_loss(
+                out.last_hidden_state, teacher_out.last_hidden_state, attention_mask
+            )
             loss = loss + self.alpha_cos * cos
             metrics["cos_loss"] = cos.detach()
         return loss, metrics

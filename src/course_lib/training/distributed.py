@@ -43,13 +43,14 @@ def init_from_env(device_type: str = "cpu") -> DistributedContext:
     """Join the process group torchrun describes in the environment; no-op without torchrun.
 
     gloo on CPU (works everywhere), NCCL on GPUs (GPU-to-GPU transfers); each process uses the
-    GPU matching its LOCAL_RANK.
+    GPU matching its LOCAL_RANK. On GPUs gloo still carries the engine's small CPU tensors (the
+    step's target counts, losses and clock), which NCCL cannot.
     """
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     if world_size <= 1 or not dist.is_available():
         return DistributedContext()
     if not dist.is_initialized():
-        backend = "nccl" if device_type == "cuda" else "gloo"
+        backend = "cpu:gloo,cuda:nccl" if device_type == "cuda" else "gloo"
         dist.init_process_group(backend=backend)
     ctx = context()
     if device_type == "cuda":
