@@ -11,6 +11,10 @@ in the same run.
 FLOPs counted are the *useful* ones (the encoder, plus the MLM head at masked positions only),
 the same number for both models: a model that projects every position onto the vocabulary does
 more arithmetic for the same result, and shows it as a lower utilisation.
+
+Every run writes benchmarks/results/train_step_<layers>x<hidden>_seq<seq>_batch<batch>.json
+(machine, torch and transformers versions, threads, date, command, config, every row, ratios):
+the tables in benchmarks/README.md cite these files. `--out DIR` writes elsewhere.
 """
 
 from __future__ import annotations
@@ -18,7 +22,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import torch
 import transformers
@@ -26,6 +32,9 @@ import transformers
 from course_lib import BertConfig
 from course_lib.models import BertForMaskedLM
 from course_lib.training.device import autocast, cpu_supports_bf16
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from results_file import provenance, write_results  # noqa: E402
 
 
 def parse_args() -> argparse.Namespace:
@@ -43,6 +52,12 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--dropout", type=float, default=0.1)
     p.add_argument("--mask-prob", type=float, default=0.15)
     p.add_argument("--precision", default="fp32,bf16", help="comma-separated: fp32,bf16")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="folder for the results JSON (default: benchmarks/results)",
+    )
     return p.parse_args()
 
 
@@ -116,6 +131,7 @@ def step_fn(model: torch.nn.Module, batch: dict, precision: str):
 def main() -> None:
     args = parse_args()
     torch.set_num_threads(args.threads)
+    header = provenance(args.threads)
     batch = make_batch(args)
     tokens = args.batch * args.seq
     flops = useful_flops(args, int((batch["labels"] != -100).sum()))
@@ -158,10 +174,12 @@ def main() -> None:
             f"{util:6.1%} {peak / 1e9:8.0f} GFLOP/s"
         )
     print("(ms/step, tokens/s: median of the timed steps; util.: useful FLOP/s / matmul peak)\n")
+    ratios = {}
     for precision in args.precision.split(","):
         by_name = {r[1]: r for r in rows if r[0] == precision}
         ratio = by_name["course_lib"][4] / by_name["transformers"][4]
         best_ratio = by_name["transformers"][3] / by_name["course_lib"][3]
+        ratios[precision] = {"median_tokens_per_s": ratio, "best_steps": best_ratio}
         print(
             f"{precision}: course_lib is {ratio:.2f}x transformers "
             f"(median tokens/s; {best_ratio:.2f}x on the best steps)"
@@ -169,7 +187,32 @@ def main() -> None:
     if "fp32" in args.precision and "bf16" in args.precision:
         fp32 = next(r for r in rows if r[:2] == ("fp32", "course_lib"))
         bf16 = next(r for r in rows if r[:2] == ("bf16", "course_lib"))
+        ratios["course_lib bf16 / fp32"] = bf16[4] / fp32[4]
         print(f"course_lib bf16 autocast vs fp32: {bf16[4] / fp32[4]:.2f}x")
+    config = {k: v for k, v in vars(args).items() if k != "out"}
+    write_results(
+        f"train_step_{args.layers}x{args.hidden}_seq{args.seq}_batch{args.batch}",
+        {
+            **header,
+            "benchmark": "train_step",
+            "config": config,
+            "useful_gflop_per_step": flops / 1e9,
+            "rows": [
+                {
+                    "precision": precision,
+                    "model": name,
+                    "median_ms": median * 1e3,
+                    "best_ms": best * 1e3,
+                    "tokens_per_s": tps,
+                    "utilisation": util,
+                    "matmul_peak_gflops": peak / 1e9,
+                }
+                for precision, name, median, best, tps, util, peak in rows
+            ],
+            "course_lib_over_transformers": ratios,
+        },
+        args.out,
+    )
 
 
 if __name__ == "__main__":
