@@ -14,7 +14,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tokenizers import Regex, Tokenizer, decoders, normalizers, pre_tokenizers, processors
+from tokenizers import (
+    AddedToken,
+    Regex,
+    Tokenizer,
+    decoders,
+    normalizers,
+    pre_tokenizers,
+    processors,
+)
 
 FAMILY_ALIASES = {
     "wordpiece": "wordpiece",
@@ -55,21 +63,51 @@ class SpecialTokens:
 
     @property
     def as_dict(self) -> dict[str, str]:
-        return {"pad": self.pad, "unk": self.unk, "cls": self.cls, "sep": self.sep,
-                "mask": self.mask}
+        return {
+            "pad": self.pad,
+            "unk": self.unk,
+            "cls": self.cls,
+            "sep": self.sep,
+            "mask": self.mask,
+        }
 
 
 SPECIALS = {
-    "wordpiece": SpecialTokens("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
-                               ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")),
+    "wordpiece": SpecialTokens(
+        "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+    ),
     # RoBERTa's ids: <s>=0 <pad>=1 </s>=2 <unk>=3; its <mask> comes last, here it is 4.
-    "bpe": SpecialTokens("<pad>", "<unk>", "<s>", "</s>", "<mask>",
-                         ("<s>", "<pad>", "</s>", "<unk>", "<mask>")),
-    "unigram": SpecialTokens("<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]",
-                             ("<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]")),
+    "bpe": SpecialTokens(
+        "<pad>", "<unk>", "<s>", "</s>", "<mask>", ("<s>", "<pad>", "</s>", "<unk>", "<mask>")
+    ),
+    "unigram": SpecialTokens(
+        "<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]", ("<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]")
+    ),
 }
 # Real tokenizer.json files spell some roles differently (DeBERTa-v3 uses [PAD] and [UNK]).
 SPECIAL_ALTERNATIVES = {"pad": ("[PAD]", "<pad>"), "unk": ("[UNK]", "<unk>")}
+
+
+def special_added_tokens(family: str) -> list[AddedToken]:
+    """The family's specials as `AddedToken`s, with the settings the released tokenizers use.
+
+    Byte-level BPE's `<mask>` has `lstrip=True`, as in roberta-base: in "a <mask> of" the mask
+    absorbs the space before it and stands where the whole token " the" (`Ġthe`) stood in
+    pretraining. Without it, the space becomes a lone `Ġ` token that pretraining never shows.
+    """
+    sp = SPECIALS[family]
+    return [
+        AddedToken(
+            t,
+            lstrip=family == "bpe" and t == sp.mask,
+            rstrip=False,
+            single_word=False,
+            normalized=False,
+            special=True,
+        )
+        for t in sp.order
+    ]
+
 
 MODEL_TYPE_TO_FAMILY = {"WordPiece": "wordpiece", "BPE": "bpe", "Unigram": "unigram"}
 
@@ -112,7 +150,10 @@ def post_processor_for(family: str, tokenizer: Tokenizer) -> processors.PostProc
     sp = SPECIALS[family]
     cls_id, sep_id = tokenizer.token_to_id(sp.cls), tokenizer.token_to_id(sp.sep)
     if family == "bpe":
-        return processors.RobertaProcessing((sp.sep, sep_id), (sp.cls, cls_id))
+        # add_prefix_space=False as in roberta-base (the offsets of the first word differ).
+        return processors.RobertaProcessing(
+            (sp.sep, sep_id), (sp.cls, cls_id), trim_offsets=True, add_prefix_space=False
+        )
     return processors.TemplateProcessing(
         single=f"{sp.cls}:0 $A:0 {sp.sep}:0",
         pair=f"{sp.cls}:0 $A:0 {sp.sep}:0 $B:1 {sp.sep}:1",

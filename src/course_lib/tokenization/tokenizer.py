@@ -8,13 +8,14 @@ needs to know which pieces belong to one word.
 
 from __future__ import annotations
 
+import numbers
 import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
-from tokenizers import Tokenizer
+from tokenizers import AddedToken, Encoding, Tokenizer
 
 from course_lib.tokenization.families import (
     MODEL_TYPE_TO_FAMILY,
@@ -25,6 +26,28 @@ from course_lib.tokenization.families import (
 
 # Word id used for special tokens and padding (a real word id is >= 0).
 NO_WORD = -1
+# Offsets of special tokens and padding, as in transformers' offset_mapping.
+NO_OFFSET = (0, 0)
+
+
+def _text_problem(text: object, where: str) -> Exception | None:
+    """Why `text` cannot be tokenized, as an exception naming the fix; None if it can."""
+    if isinstance(text, str):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as err:
+            return ValueError(
+                f"{where} contains a lone surrogate {text[err.start]!r} at character "
+                f"{err.start}, which is not valid Unicode; read the file with "
+                "encoding='utf-8' (errors='replace' keeps the rest) or remove that character."
+            )
+        return None
+    if isinstance(text, (bytes, bytearray)):
+        return TypeError(f"{where} is bytes, not a string; decode it first: text.decode('utf-8').")
+    return TypeError(
+        f"{where} must be a string, not {type(text).__name__}; pass str(...) "
+        "or leave the empty entries out."
+    )
 
 
 def truncate_longest_first(a: list[Any], b: list[Any] | None, budget: int) -> int:
@@ -63,6 +86,32 @@ class CourseTokenizer:
                     f"{candidates}); pass the right family=... or add the token."
                 )
             self._special_tokens[role] = found
+        if self.family == "bpe":
+            self._mask_absorbs_space()
+
+    def _mask_absorbs_space(self) -> None:
+        """Give byte-level BPE's mask `lstrip=True`, as roberta-base ships it.
+
+        "a <mask> of" then encodes as `Ġa <mask> Ġof`: the mask stands where a whole token
+        like `Ġthe` stood in pretraining, not after a lone `Ġ` that pretraining never shows.
+        Tokenizers saved before this setting existed are upgraded on load.
+        """
+        mask = self._special_tokens["mask"]
+        added = {t.content: t for t in self.backend.get_added_tokens_decoder().values()}
+        if mask in added and not added[mask].lstrip:
+            old = added[mask]
+            self.backend.add_special_tokens(
+                [
+                    AddedToken(
+                        mask,
+                        lstrip=True,
+                        rstrip=old.rstrip,
+                        single_word=old.single_word,
+                        normalized=old.normalized,
+                        special=True,
+                    )
+                ]
+            )
 
     # ----- special tokens --------------------------------------------------------------------
 
@@ -161,12 +210,26 @@ class CourseTokenizer:
 
     # ----- encoding --------------------------------------------------------------------------
 
+    def _encodings(self, texts: Sequence[str], what: str = "text") -> list[Encoding]:
+        """Rust encodings without special tokens; a bad text gets a clear error, not Rust's."""
+        texts = list(texts)
+        try:
+            return self.backend.encode_batch(texts, add_special_tokens=False)
+        except (TypeError, ValueError) as err:
+            for i, text in enumerate(texts):
+                where = what if len(texts) == 1 else f"{what} {i}"
+                problem = _text_problem(text, where)
+                if problem is not None:
+                    raise problem from None
+            raise err
+
     def encode_pieces(self, texts: Sequence[str]) -> list[tuple[list[int], list[int]]]:
         """(ids, word ids) per text, without special tokens; batched in Rust for speed."""
-        encodings = self.backend.encode_batch(list(texts), add_special_tokens=False)
+        if isinstance(texts, str):
+            raise TypeError("encode_pieces takes a list of texts; wrap one text in a list.")
         return [
             (list(e.ids), [w if w is not None else NO_WORD for w in e.word_ids])
-            for e in encodings
+            for e in self._encodings(texts)
         ]
 
     def _assemble(
@@ -213,12 +276,48 @@ class CourseTokenizer:
         max_length: int | None = None,
         truncation: bool = True,
         add_special_tokens: bool = True,
-    ) -> dict[str, list[int]]:
-        """Tokenize one text (or pair): input_ids, token_type_ids, attention_mask, word_ids."""
-        texts = [text] if text_pair is None else [text, text_pair]
-        pieces = self.encode_pieces(texts)
+        return_offsets_mapping: bool = False,
+    ) -> dict[str, list[Any]]:
+        """Tokenize one text (or pair): input_ids, token_type_ids, attention_mask, word_ids.
+
+        `return_offsets_mapping=True` adds "offset_mapping": (start, end) characters of each
+        token in its own text, (0, 0) for special tokens, as transformers returns it.
+        """
+        if text_pair is None:
+            encodings = self._encodings([text], "the text")
+        else:
+            encodings = self._encodings([text, text_pair], "text/text_pair")
+        pieces = [
+            (list(e.ids), [w if w is not None else NO_WORD for w in e.word_ids]) for e in encodings
+        ]
         b = pieces[1] if text_pair is not None else None
-        return self._assemble(pieces[0], b, max_length, truncation, add_special_tokens)
+        out = self._assemble(pieces[0], b, max_length, truncation, add_special_tokens)
+        if return_offsets_mapping:
+            offsets = [[tuple(o) for o in e.offsets] for e in encodings]
+            off_a, off_b = offsets[0], offsets[1] if text_pair is not None else None
+            if max_length is not None and truncation:
+                n_special = (
+                    self.num_special_tokens_to_add(b is not None) if add_special_tokens else 0
+                )
+                truncate_longest_first(off_a, off_b, max_length - n_special)
+            if add_special_tokens:
+                # The same layout as the ids: specials (word id -1) get (0, 0).
+                flat = iter([*off_a, *(off_b or [])])
+                ids = out["input_ids"]
+                special = set(self._layout_special_positions(len(off_a), off_b))
+                out["offset_mapping"] = [
+                    NO_OFFSET if i in special else next(flat) for i in range(len(ids))
+                ]
+            else:
+                out["offset_mapping"] = [*off_a, *(off_b or [])]
+        return out
+
+    def _layout_special_positions(self, len_a: int, off_b: list[Any] | None) -> list[int]:
+        """Positions of the special tokens in `build_inputs_with_special_tokens`' layout."""
+        markers = self.build_inputs_with_special_tokens(
+            [-1] * len_a, None if off_b is None else [-1] * len(off_b)
+        )[0]
+        return [i for i, m in enumerate(markers) if m != -1]
 
     def batch_encode(
         self,
@@ -248,30 +347,67 @@ class CourseTokenizer:
         if not padding and len({len(r["input_ids"]) for r in rows}) > 1:
             raise ValueError("Texts have different lengths; tensors need padding=True.")
         width = max((len(r["input_ids"]) for r in rows), default=0)
-        fill = {"input_ids": self.pad_token_id, "token_type_ids": 0, "attention_mask": 0,
-                "word_ids": NO_WORD}
+        fill = {
+            "input_ids": self.pad_token_id,
+            "token_type_ids": 0,
+            "attention_mask": 0,
+            "word_ids": NO_WORD,
+        }
         padded = {k: [r[k] + [fill[k]] * (width - len(r[k])) for r in rows] for k in keys}
         if return_tensors is None:
             return padded
-        return {k: torch.tensor(v, dtype=torch.long).reshape(len(rows), width)
-                for k, v in padded.items()}
+        return {
+            k: torch.tensor(v, dtype=torch.long).reshape(len(rows), width)
+            for k, v in padded.items()
+        }
 
     def tokenize(self, text: str) -> list[str]:
         """Subword strings of a text, without special tokens."""
-        return list(self.backend.encode(text, add_special_tokens=False).tokens)
+        return list(self._encodings([text], "the text")[0].tokens)
+
+    def _check_ids(self, ids: Sequence[Any], what: str) -> list[int]:
+        """Ids as Python ints, each a row of this vocabulary, or one clear error."""
+        size = self.vocab_size
+        out = []
+        for position, i in enumerate(ids):
+            if isinstance(i, bool) or not isinstance(i, numbers.Integral):
+                raise TypeError(
+                    f"{what} got {i!r} ({type(i).__name__}) at position {position}; token ids "
+                    "are integers (pass input_ids, not text or scores)."
+                )
+            if not 0 <= int(i) < size:
+                raise ValueError(
+                    f"{what} got id {int(i)} at position {position}, outside this tokenizer's "
+                    f"vocabulary 0..{size - 1}; were the ids made with another tokenizer "
+                    "or a model with a larger vocabulary?"
+                )
+            out.append(int(i))
+        return out
 
     def decode(self, ids: Sequence[int] | torch.Tensor, skip_special_tokens: bool = True) -> str:
+        """Text of a list of ids (a 1-D tensor works too); special tokens dropped by default."""
         if isinstance(ids, torch.Tensor):
+            if ids.dim() > 1:
+                raise ValueError(
+                    f"decode takes one sequence of ids, got a tensor of shape "
+                    f"{tuple(ids.shape)}; decode each row: [decode(r) for r in ids]."
+                )
             ids = ids.tolist()
-        return self.backend.decode(list(ids), skip_special_tokens=skip_special_tokens)
+        if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):
+            ids = [ids] if isinstance(ids, numbers.Integral) else ids
+            if not isinstance(ids, Sequence) or isinstance(ids, (str, bytes)):
+                raise TypeError(f"decode takes a list of token ids, not {type(ids).__name__}.")
+        checked = self._check_ids(ids, "decode")
+        return self.backend.decode(checked, skip_special_tokens=skip_special_tokens)
 
     def convert_ids_to_tokens(self, ids: int | Sequence[int]) -> str | list[str]:
-        if isinstance(ids, int):
-            return self.backend.id_to_token(ids)
-        return [self.backend.id_to_token(int(i)) for i in ids]
+        if isinstance(ids, numbers.Integral) and not isinstance(ids, bool):
+            return self.backend.id_to_token(self._check_ids([ids], "convert_ids_to_tokens")[0])
+        return [self.backend.id_to_token(i) for i in self._check_ids(ids, "convert_ids_to_tokens")]
 
     def convert_tokens_to_ids(self, tokens: str | Sequence[str]) -> int | list[int]:
         """Unknown tokens map to the unk id, as in transformers."""
+
         def one(token: str) -> int:
             found = self.backend.token_to_id(token)
             return self.unk_token_id if found is None else int(found)
@@ -310,7 +446,13 @@ class CourseTokenizer:
         path = Path(tokenizer_json_path)
         if not path.is_file():
             raise FileNotFoundError(f"{path} does not exist; pass the path of a tokenizer.json.")
-        backend = Tokenizer.from_file(str(path))
+        try:
+            backend = Tokenizer.from_file(str(path))
+        except Exception as err:  # the Rust parser's message names neither the file nor a fix
+            raise ValueError(
+                f"{path} is not a valid tokenizer.json ({err}); it may be damaged or another "
+                "kind of file: restore it from the run that trained it, or train a new tokenizer."
+            ) from None
         if family is None:
             model_type = type(backend.model).__name__
             if model_type not in MODEL_TYPE_TO_FAMILY:
@@ -321,22 +463,43 @@ class CourseTokenizer:
             family = MODEL_TYPE_TO_FAMILY[model_type]
         return cls(backend, family)
 
-    def to_transformers(self) -> Any:
-        """A `transformers.PreTrainedTokenizerFast` over the same tokenizer, for interop."""
+    def to_transformers(self, model_max_length: int | None = None) -> Any:
+        """A transformers fast tokenizer that encodes exactly like this one, for export.
+
+        It wraps a copy of the same Rust pipeline (tokenizer.json), so ids, offsets, the pair
+        layout and every special token's settings (RoBERTa's `<mask>` with lstrip=True) are
+        the course's; `save_pretrained` + `AutoTokenizer.from_pretrained` keep them, and
+        `pipeline("fill-mask")` sees the same inputs as `course fill-mask`. Pass the model's
+        `model_max_length` (e.g. max_position_embeddings, minus 2 for RoBERTa) to let
+        truncation=True know it.
+        """
         from transformers import PreTrainedTokenizerFast
 
-        sp = self._special_tokens
-        return PreTrainedTokenizerFast(
-            tokenizer_object=Tokenizer.from_str(self.backend.to_str()),
-            pad_token=sp["pad"], unk_token=sp["unk"], cls_token=sp["cls"],
-            sep_token=sp["sep"], mask_token=sp["mask"],
+        backend = Tokenizer.from_str(self.backend.to_str())
+        added = {t.content: t for t in backend.get_added_tokens_decoder().values()}
+        sp = {role: added.get(tok, tok) for role, tok in self._special_tokens.items()}
+        extra: dict[str, Any] = {}
+        if model_max_length is not None:
+            extra["model_max_length"] = int(model_max_length)
+        fast = PreTrainedTokenizerFast(
+            tokenizer_object=backend,
+            pad_token=sp["pad"],
+            unk_token=sp["unk"],
+            cls_token=sp["cls"],
+            sep_token=sp["sep"],
+            mask_token=sp["mask"],
             bos_token=sp["cls"] if self.family == "bpe" else None,
             eos_token=sp["sep"] if self.family == "bpe" else None,
             # RoBERTa has no segment embedding, so its tokenizer returns no token_type_ids.
-            model_input_names=["input_ids", "attention_mask"] if self.family == "bpe"
+            model_input_names=["input_ids", "attention_mask"]
+            if self.family == "bpe"
             else ["input_ids", "token_type_ids", "attention_mask"],
+            **extra,
         )
+        return fast
 
     def __repr__(self) -> str:
-        return (f"CourseTokenizer(family={self.family!r}, vocab_size={self.vocab_size}, "
-                f"specials={self._special_tokens})")
+        return (
+            f"CourseTokenizer(family={self.family!r}, vocab_size={self.vocab_size}, "
+            f"specials={self._special_tokens})"
+        )

@@ -21,6 +21,7 @@ from course_lib.tokenization.families import (
     normalizer_for,
     post_processor_for,
     pre_tokenizer_for,
+    special_added_tokens,
 )
 from course_lib.tokenization.tokenizer import CourseTokenizer
 
@@ -29,6 +30,8 @@ _PRIVATE_USE_START = 0xF0000
 _PRIVATE_USE_END = 0xFFFFD
 # Byte-level BPE starts from all 256 byte symbols, so smaller vocabularies are impossible.
 _BYTE_ALPHABET = 256
+# Case per family when lowercase=None: as the released models (RoBERTa's BPE is cased).
+DEFAULT_LOWERCASE = {"wordpiece": True, "bpe": False, "unigram": True}
 
 
 def _empty_tokenizer(family: str, model: models.Model, lowercase: bool) -> Tokenizer:
@@ -48,8 +51,9 @@ def _words(tok: Tokenizer, texts: list[str]) -> list[list[str]]:
     ]
 
 
-def _train_wordpiece(texts: list[str], vocab_size: int, lowercase: bool,
-                     min_frequency: int) -> Tokenizer:
+def _train_wordpiece(
+    texts: list[str], vocab_size: int, lowercase: bool, min_frequency: int
+) -> Tokenizer:
     """WordPiece vocabulary by BPE merges, as `tokenizers.WordPieceTrainer` does internally.
 
     Why not call WordPieceTrainer: it gives "##x" symbols ids in hash-map order, so ties
@@ -71,8 +75,12 @@ def _train_wordpiece(texts: list[str], vocab_size: int, lowercase: bool,
 
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(sp.order),
-                                  min_frequency=min_frequency, show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=list(sp.order),
+        min_frequency=min_frequency,
+        show_progress=False,
+    )
     bpe.train_from_iterator(marked, trainer)
 
     vocab: dict[str, int] = {}
@@ -82,18 +90,19 @@ def _train_wordpiece(texts: list[str], vocab_size: int, lowercase: bool,
         piece = "##" + real if piece[0] in from_private else real
         vocab.setdefault(piece, len(vocab))
     tok.model = models.WordPiece(vocab, unk_token=sp.unk, continuing_subword_prefix="##")
-    tok.add_special_tokens(list(sp.order))
+    tok.add_special_tokens(special_added_tokens("wordpiece"))
     return tok
 
 
-def _train_bpe(texts: list[str], vocab_size: int, lowercase: bool,
-               min_frequency: int) -> Tokenizer:
+def _train_bpe(texts: list[str], vocab_size: int, lowercase: bool, min_frequency: int) -> Tokenizer:
     """Byte-level BPE (GPT-2/RoBERTa): any string is bytes, so there is never an unknown."""
-    sp = SPECIALS["bpe"]
     tok = _empty_tokenizer("bpe", models.BPE(), lowercase)
     trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, special_tokens=list(sp.order), min_frequency=min_frequency,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False,
+        vocab_size=vocab_size,
+        special_tokens=special_added_tokens("bpe"),
+        min_frequency=min_frequency,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
     )
     tok.train_from_iterator(texts, trainer)
     return tok
@@ -109,8 +118,9 @@ def _train_unigram(texts: list[str], vocab_size: int, lowercase: bool) -> Tokeni
     """
     sp = SPECIALS["unigram"]
     tok = _empty_tokenizer("unigram", models.Unigram(), lowercase)
-    trainer = trainers.UnigramTrainer(vocab_size=vocab_size, special_tokens=list(sp.order),
-                                      unk_token=sp.unk, show_progress=False)
+    trainer = trainers.UnigramTrainer(
+        vocab_size=vocab_size, special_tokens=list(sp.order), unk_token=sp.unk, show_progress=False
+    )
     try:
         tok.train_from_iterator(texts, trainer)
     except Exception as err:  # the Rust error is terse; say what to change
@@ -125,7 +135,7 @@ def _train_unigram(texts: list[str], vocab_size: int, lowercase: bool) -> Tokeni
     pieces.sort(key=lambda p: (-usage[tok.token_to_id(p)], p))
     ordered = [(p, 0.0) for p in sp.order] + [(p, scores[p]) for p in pieces]
     tok.model = models.Unigram(ordered, unk_id=sp.order.index(sp.unk), byte_fallback=False)
-    tok.add_special_tokens(list(sp.order))
+    tok.add_special_tokens(special_added_tokens("unigram"))
     return tok
 
 
@@ -133,16 +143,22 @@ def train_tokenizer(
     family: str,
     texts: Iterable[str],
     vocab_size: int,
-    lowercase: bool = True,
+    lowercase: bool | None = None,
     min_frequency: int = 0,
 ) -> CourseTokenizer:
     """Train a tokenizer of `family` ("wordpiece", "bpe", "unigram" or a model name such as
     "bert", "roberta", "albert", "deberta", "distilbert") with at most `vocab_size` entries.
 
     Deterministic: no seed is needed, the same texts give the same vocabulary and ids.
+    `lowercase=None` follows the released models: WordPiece and Unigram lowercase
+    (bert-base-uncased, ALBERT), byte-level BPE is cased (RoBERTa, GPT-2).
     `min_frequency` (merges seen fewer times are not learned) applies to WordPiece and BPE.
     """
     family = canonical_family(family)
+    if lowercase is None:
+        lowercase = DEFAULT_LOWERCASE[family]
+    elif not isinstance(lowercase, bool):
+        raise TypeError(f"lowercase={lowercase!r} must be True, False or None (the default).")
     texts = [t for t in texts if t and t.strip()]
     if not texts:
         raise ValueError("No text to train the tokenizer on: `texts` is empty or all blank.")
