@@ -4,6 +4,10 @@ The loop knows nothing about MLM or NSP: it asks an *objective* for `(loss, metr
 model and a batch. The default objective is the model's own `.loss` (MLM, MLM+NSP, MLM+SOP);
 distillation or DeBERTa's enhanced mask decoder plug in as other objective objects.
 
+Big batches are exact: a step of batch_size x accumulation x processes gives the gradient of one
+batch that size, because every micro-batch's mean loss is weighted by its share of the step's
+targets (masked tokens for MLM, sentence labels for NSP/SOP), counted before the first backward.
+
 Everything random is derived from (seed, step): the data order (a seeded permutation per epoch),
 the dynamic masking (a torch.Generator per micro-batch) and dropout (re-seeded per micro-batch).
 So the data position *is* the step number, and a run resumed from a checkpoint continues exactly
@@ -137,11 +141,57 @@ class TrainingConfig:
 
 
 class Objective(Protocol):
-    """Anything that turns (model, batch) into a scalar loss and a dict of scalar metrics."""
+    """Anything that turns (model, batch) into a scalar loss and a dict of scalar metrics.
+
+    Such an objective returns a *mean* loss per micro-batch, and the Trainer averages those over
+    micro-batches and processes: exact only when every micro-batch has the same number of targets.
+    An `ExactObjective` also says how many targets each batch holds, and the Trainer then weights
+    every micro-batch by its share of the targets of the whole optimizer step (see below).
+    """
 
     def __call__(
         self, model: nn.Module, batch: dict[str, Tensor]
     ) -> tuple[Tensor, dict[str, Tensor]]: ...
+
+
+class ExactObjective(Protocol):
+    """An objective whose big batches are exact whatever the split into micro-batches/processes.
+
+    `target_counts(batch)` counts the batch's targets per kind, on the CPU before the batch moves
+    to the device (see `count_targets`). The Trainer sums the counts over the optimizer step's
+    micro-batches and processes (one all-reduce per step), then calls the objective with
+    `shares={kind: this batch's count / the step's count}`: the objective returns every mean
+    term (and metric) multiplied by the share of its kind, so that the sum over all micro-batches
+    is the mean over all targets of the step: what one big batch would give. Without `shares`
+    it behaves as a plain `Objective`.
+    """
+
+    def target_counts(self, batch: dict[str, Tensor]) -> dict[str, float]: ...
+
+    def __call__(
+        self,
+        model: nn.Module,
+        batch: dict[str, Tensor],
+        shares: dict[str, float] | None = None,
+    ) -> tuple[Tensor, dict[str, Tensor]]: ...
+
+
+def count_targets(batch: dict[str, Tensor]) -> dict[str, float]:
+    """How many targets each kind of mean loss averages over, in this batch (CPU tensors: cheap).
+
+    "mlm": the masked tokens (labels != -100), "sentence": the NSP/SOP labels (one per pair),
+    "tokens": the real tokens (attention_mask == 1; DistilBERT's cosine loss averages over them).
+    """
+    counts: dict[str, float] = {}
+    labels = batch.get("labels")
+    if labels is not None:
+        counts["mlm"] = float((labels != -100).sum())
+    sentence = batch.get("next_sentence_label", batch.get("sentence_order_label"))
+    if sentence is not None:
+        counts["sentence"] = float((sentence != -100).sum())
+    mask = batch.get("attention_mask")
+    counts["tokens"] = float(mask.sum()) if mask is not None else float(batch["input_ids"].numel())
+    return counts
 
 
 def model_inputs(batch: dict[str, Tensor]) -> dict[str, Tensor]:
@@ -157,18 +207,34 @@ def model_inputs(batch: dict[str, Tensor]) -> dict[str, Tensor]:
 
 
 class ModelLoss:
-    """The default objective: the model's own `.loss`, with its parts as metrics."""
+    """The default objective: the model's own `.loss`, with its parts as metrics.
+
+    Exact under accumulation and DDP: the MLM part is weighted by the share of masked tokens,
+    the NSP/SOP part by the share of sentence labels (each is a mean over its own targets).
+    """
+
+    def target_counts(self, batch: dict[str, Tensor]) -> dict[str, float]:
+        return count_targets(batch)
 
     def __call__(
-        self, model: nn.Module, batch: dict[str, Tensor]
+        self,
+        model: nn.Module,
+        batch: dict[str, Tensor],
+        shares: dict[str, float] | None = None,
     ) -> tuple[Tensor, dict[str, Tensor]]:
         out = model(**model_inputs(batch))
-        metrics = {
-            name: getattr(out, name).detach()
+        parts = {
+            name: getattr(out, name)
             for name in ("mlm_loss", "nsp_loss")
             if getattr(out, name, None) is not None
         }
-        return out.loss, metrics
+        if shares is None:
+            return out.loss, {name: value.detach() for name, value in parts.items()}
+        if not parts:  # e.g. a transformers MLM model: .loss alone, a mean over masked tokens
+            parts = {"mlm_loss": out.loss}
+        kinds = {"mlm_loss": "mlm", "nsp_loss": "sentence"}
+        weighted = {name: value * shares[kinds[name]] for name, value in parts.items()}
+        return sum(weighted.values()), {name: v.detach() for name, v in weighted.items()}
 
 
 class History(list):
@@ -562,13 +628,17 @@ class Trainer:
     # --- internals ------------------------------------------------------------------------------
 
     def _optimizer_step(self) -> tuple[float, dict[str, float], float, float]:
-        """Forward/backward over this rank's micro-batches, then one clipped AdamW step."""
+        """Forward/backward over this rank's micro-batches, then one clipped AdamW step.
+
+        With an exact objective (the default), each micro-batch's loss is weighted by its share
+        of the step's targets, counted over all micro-batches and processes before the first
+        backward: the step's gradient is the one big batch's, however it is split.
+        """
         cfg = self.config
         accumulation = len(self.slots)
-        loss_sum = torch.zeros((), dtype=torch.float64)
-        metric_sums: dict[str, Tensor] = {}
+        batches = []
         tokens = 0.0
-        for i, slot in enumerate(self.slots):
+        for slot in self.slots:
             examples = [self.train_dataset[j] for j in self.sampler.indices(self.step, slot)]
             generator = torch.Generator().manual_seed(
                 derived_seed(cfg.seed, self.step, slot, _PURPOSE_MASK)
@@ -576,6 +646,13 @@ class Trainer:
             batch = self.collate_fn(examples, generator=generator)
             mask = batch.get("attention_mask")  # counted on the CPU: no GPU sync for a log number
             tokens += float(mask.sum()) if mask is not None else float(batch["input_ids"].numel())
+            batches.append(batch)
+        shares = self._target_shares(batches)
+        # DDP averages gradients over processes; exact shares already divide by the global count.
+        scale = float(self.dist.world_size) if shares is not None else 1.0 / accumulation
+        values: list[Tensor] = []  # per micro-batch: loss, then metrics (one transfer at the end)
+        names: list[str] = []
+        for i, (slot, batch) in enumerate(zip(self.slots, batches)):
             batch = {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
             # Dropout draws depend on (seed, step, slot) only: resume- and world-size-invariant.
             torch.manual_seed(derived_seed(cfg.seed, self.step, slot, _PURPOSE_DROPOUT))
@@ -583,12 +660,23 @@ class Trainer:
             sync = self.train_model.no_sync() if self.dist.enabled and not last else nullcontext()
             with sync:
                 with autocast(self.device, self.precision):
-                    loss, metrics = self.objective(self.train_model, batch)
-                self.scaler.scale(loss / accumulation).backward()
-            loss_sum += loss.detach().double().cpu()
-            for name, value in metrics.items():
-                metric_sums[name] = metric_sums.get(name, 0.0) + value.detach().double().cpu()
-        loss_value = float(distributed.all_reduce_mean(loss_sum / accumulation))
+                    if shares is None:
+                        loss, metrics = self.objective(self.train_model, batch)
+                    else:
+                        loss, metrics = self.objective(self.train_model, batch, shares=shares[i])
+                self.scaler.scale(loss * scale).backward()
+            if i == 0:
+                names = list(metrics)
+            values.append(
+                torch.stack([loss.detach().float(), *(metrics[n].float() for n in names)])
+            )
+        sums = torch.stack(values).cpu().double().sum(0)
+        if shares is None:  # the mean of the micro-batch means, and of the processes' means
+            sums = distributed.all_reduce_mean(sums / accumulation)
+        else:  # shares of the step's means: their sum over micro-batches and processes
+            sums = distributed.all_reduce_sum(sums)
+        loss_value = float(sums[0])
+        metrics_out = {name: float(sums[1 + k]) for k, name in enumerate(names)}
         if not math.isfinite(loss_value):
             self.optimizer.zero_grad(set_to_none=True)
             raise TrainingDiverged(self._diverged_message("loss", loss_value))
@@ -607,10 +695,26 @@ class Trainer:
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
-        metrics_out = {
-            k: float(distributed.all_reduce_mean(v / accumulation)) for k, v in metric_sums.items()
-        }
         return loss_value, metrics_out, tokens, grad_norm
+
+    def _target_shares(self, batches: list[dict[str, Tensor]]) -> list[dict[str, float]] | None:
+        """Each micro-batch's share of the step's targets, per kind (None: a plain objective).
+
+        Counted on the CPU and summed over processes in one all-reduce per optimizer step.
+        """
+        count = getattr(self.objective, "target_counts", None)
+        if count is None:
+            return None
+        counts = [count(batch) for batch in batches]
+        kinds = sorted(set().union(*counts))
+        local = torch.tensor(
+            [sum(c.get(kind, 0.0) for c in counts) for kind in kinds], dtype=torch.float64
+        )
+        total = dict(zip(kinds, distributed.all_reduce_sum(local).tolist()))
+        return [
+            {kind: c.get(kind, 0.0) / total[kind] if total[kind] > 0 else 0.0 for kind in kinds}
+            for c in counts
+        ]
 
     def _diverged_message(self, what: str, value: float) -> str:
         where = self.checkpoint_dir
@@ -709,4 +813,6 @@ __all__ = [
     "evaluate_pretraining",
     "model_inputs",
     "EpochSampler",
+    "ExactObjective",
+    "count_targets",
 ]
