@@ -1,6 +1,12 @@
-"""The chapter 01 checkers accept correct answers and reject typical mistakes with specific feedback."""
+# ruff: noqa: E741  (V, H, L, I, P, T: the paper's letters)
+"""The chapter 01 checkers accept correct answers and reject the stub and typical mistakes, each
+with the message that names it (a table of wrong answers per checker); plus the one-line
+rendering of a failed check shared by every chapter."""
 
 import math
+import subprocess
+import sys
+import textwrap
 
 import pytest
 import torch
@@ -13,31 +19,142 @@ from course_lib.exercises.bert import (
     check_masking,
     check_parameter_formula,
 )
+from course_lib.exercises.core import run_learner_code
 
 
-def good_masking(ids, special, mask_id, vocab, g, p=0.15, p_mask=0.8):
+def stub(*args, **kwargs):
+    raise NotImplementedError()
+
+
+# ----- a failed check shows its message only ----------------------------------------------------
+
+
+def test_failure_renders_as_one_line_in_ipython_and_plain_text_in_scripts():
+    err = ExerciseError("the mask is ignored: add it.")
+    assert str(err) == "the mask is ignored: add it."
+    assert err._render_traceback_() == ["ExerciseError: the mask is ignored: add it."]
+    with pytest.raises(ExerciseError) as info:
+        check_attention(stub)
+    assert info.value._render_traceback_() == [
+        "ExerciseError: `stub` is not implemented yet: replace `raise NotImplementedError()` with "
+        "your code."
+    ]
+
+
+def test_a_crash_in_learner_code_names_the_learners_line_not_the_checkers():
+    def attention(q, k, v, mask=None):
+        scores = q @ k  # wrong shapes: [.., 5, 8] @ [.., 5, 8]
+        return scores, scores
+
+    with pytest.raises(ExerciseError) as info:
+        check_attention(attention)
+    (line,) = info.value._render_traceback_()
+    assert "`attention` raised RuntimeError" in line
+    assert "`scores = q @ k" in line and "course_lib" not in line
+    with pytest.raises(ExerciseError, match="raised ZeroDivisionError: division by zero"):
+        run_learner_code(lambda: 1 / 0)
+
+
+def test_ipython_shows_the_message_without_the_checkers_source():
+    """In a real IPython shell the failed check prints one line: no traceback, no checker code
+    (which would give the answer away, e.g. `(scores + mask).softmax(-1)`)."""
+    pytest.importorskip("IPython")
+    script = textwrap.dedent("""
+        from IPython.testing.globalipapp import start_ipython
+        ip = start_ipython()
+        ip.run_cell("from course_lib.exercises.bert import check_attention")
+        ip.run_cell("def attention(q, k, v, mask=None):\\n    raise NotImplementedError()")
+        ip.run_cell("check_attention(attention)")
+    """)
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    text = out.stdout + out.stderr
+    assert "ExerciseError: `attention` is not implemented yet" in text, text
+    assert "softmax" not in text and "Traceback" not in text and "bert.py" not in text, text
+
+
+# ----- exercise 1: masking ----------------------------------------------------------------------
+
+
+def good_masking(ids, special, mask_id, vocab, g, p=0.15, p_mask=0.8, low=5):
     selected = (torch.rand(ids.shape, generator=g) < p) & ~special
     labels = torch.where(selected, ids, torch.full_like(ids, -100))
     roll = torch.rand(ids.shape, generator=g)
     out = ids.clone()
     out[selected & (roll < p_mask)] = mask_id
     rnd = selected & (roll >= p_mask) & (roll < p_mask + 0.1)
-    out[rnd] = torch.randint(5, vocab, (int(rnd.sum()),), generator=g)
+    out[rnd] = torch.randint(low, vocab, (int(rnd.sum()),), generator=g)
     return out, labels
 
 
-def test_masking_checker():
+def global_rng_masking(ids, special, mask_id, vocab, g):
+    return good_masking(
+        ids,
+        special,
+        mask_id,
+        vocab,
+        torch.Generator().manual_seed(int(torch.randint(0, 2**30, (1,)))),
+    )
+
+
+def own_seed_masking(ids, special, mask_id, vocab, g):
+    return good_masking(ids, special, mask_id, vocab, torch.Generator().manual_seed(0))
+
+
+def global_randint_masking(ids, special, mask_id, vocab, g):
+    """Selection from `generator`, but the random tokens from torch's global RNG."""
+    selected = (torch.rand(ids.shape, generator=g) < 0.15) & ~special
+    labels = torch.where(selected, ids, torch.full_like(ids, -100))
+    roll = torch.rand(ids.shape, generator=g)
+    out = ids.clone()
+    out[selected & (roll < 0.8)] = mask_id
+    rnd = selected & (roll >= 0.8) & (roll < 0.9)
+    out[rnd] = torch.randint(5, vocab, (int(rnd.sum()),))
+    return out, labels
+
+
+def no_minus_100(ids, special, mask_id, vocab, g):
+    out, labels = good_masking(ids, special, mask_id, vocab, g)
+    return out, ids.clone()
+
+
+def inverted_labels(ids, special, mask_id, vocab, g):
+    out, labels = good_masking(ids, special, mask_id, vocab, g)
+    return out, torch.where(labels == -100, ids, torch.full_like(ids, -100))
+
+
+def test_masking_checker_accepts_a_correct_answer(capsys):
     check_masking(good_masking)
-    with pytest.raises(ExerciseError, match="expected 15%"):
-        check_masking(lambda *a: good_masking(*a, p=0.2))
-    with pytest.raises(ExerciseError, match=r"became \[MASK\]; expected 80%"):
-        check_masking(lambda *a: good_masking(*a, p_mask=0.9))
+    assert "Correct!" in capsys.readouterr().out
 
-    def selects_specials(ids, special, mask_id, vocab, g):
-        return good_masking(ids, torch.zeros_like(special), mask_id, vocab, g)
 
-    with pytest.raises(ExerciseError, match="never be selected"):
-        check_masking(selects_specials)
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        (stub, "not implemented yet"),
+        (lambda *a: good_masking(*a)[::-1], "the two outputs are swapped"),
+        (no_minus_100, "labels are never -100"),
+        (inverted_labels, "labels are inverted"),
+        (
+            lambda ids, sp, m, v, g: good_masking(ids, torch.zeros_like(sp), m, v, g),
+            "never be selected",
+        ),
+        (lambda *a: good_masking(*a, p=0.2), "expected 15%"),
+        (lambda *a: good_masking(*a, p_mask=0.9), r"became \[MASK\]; expected 80%"),
+        (lambda *a: good_masking(*a, low=0), "must not be special tokens"),
+        (global_rng_masking, "same seed gave different masks"),
+        (global_randint_masking, "same seed gave different masks"),
+        (own_seed_masking, "different seed gave the same masks"),
+        (lambda *a: good_masking(*a)[0], "return a tuple"),
+    ],
+)
+def test_masking_checker_names_the_mistake(wrong, message):
+    with pytest.raises(ExerciseError, match=message):
+        check_masking(wrong)
+
+
+# ----- exercise 2: attention --------------------------------------------------------------------
 
 
 def good_attention(q, k, v, mask=None):
@@ -46,54 +163,133 @@ def good_attention(q, k, v, mask=None):
     return probs @ v, probs
 
 
-def test_attention_checker():
+def attention_with(
+    scale=None, combine=lambda s, m: s + m, dim=-1, transpose=False, out_from_scores=False
+):
+    def attention(q, k, v, mask=None):
+        scores = (k @ q.transpose(-1, -2)) if transpose else q @ k.transpose(-1, -2)
+        scores = scores / (math.sqrt(q.shape[-1]) if scale is None else scale(q.shape[-1]))
+        probs = combine(scores, mask).softmax(dim)
+        return (combine(scores, mask) if out_from_scores else probs) @ v, probs
+
+    return attention
+
+
+def test_attention_checker_accepts_a_correct_answer(capsys):
     check_attention(good_attention)
-
-    def unscaled(q, k, v, mask=None):
-        probs = (q @ k.transpose(-1, -2) + mask).softmax(-1)
-        return probs @ v, probs
-
-    def wrong_axis(q, k, v, mask=None):
-        probs = (q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1]) + mask).softmax(-2)
-        return probs @ v, probs
-
-    with pytest.raises(ExerciseError, match="not scaled"):
-        check_attention(unscaled)
-    with pytest.raises(ExerciseError, match="LAST dimension"):
-        check_attention(wrong_axis)
-    with pytest.raises(ExerciseError, match="mask is ignored"):
-        check_attention(lambda q, k, v, mask=None: good_attention(q, k, v))
+    assert "Correct!" in capsys.readouterr().out
 
 
-def test_embedding_checker():
-    def good(ids, types, word, position, segment):
-        return word[ids] + position[torch.arange(ids.shape[1])] + segment[types]
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        (stub, "not implemented yet"),
+        (attention_with(combine=lambda s, m: s * m), "the mask multiplies the scores"),
+        (attention_with(combine=lambda s, m: s * (m == 0)), "padded keys still receive attention"),
+        (attention_with(combine=lambda s, m: s.masked_fill(m == 0, float("-inf"))), "NaN"),
+        (attention_with(scale=lambda d: 1.0), "not scaled"),
+        (attention_with(scale=lambda d: d), "SQUARE ROOT"),
+        (attention_with(dim=-2), "LAST"),
+        (attention_with(combine=lambda s, m: s), "mask is ignored"),
+        (attention_with(transpose=True), r"transposed \(K Q\^T\)"),
+        (attention_with(out_from_scores=True), "multiply the PROBABILITIES"),
+        (lambda *a: good_attention(*a)[::-1], "swapped"),
+        (
+            lambda q, k, v, m=None: (good_attention(q, k, v, m)[1].softmax(-1) * 0 + 0.3,) * 2,
+            "shape",
+        ),
+    ],
+)
+def test_attention_checker_names_the_mistake(wrong, message):
+    with pytest.raises(ExerciseError, match=message):
+        check_attention(wrong)
 
-    check_embedding_sum(good)
-    with pytest.raises(ExerciseError, match="position embeddings are missing"):
-        check_embedding_sum(lambda ids, types, w, p, s: w[ids] + s[types])
-    with pytest.raises(ExerciseError, match="looked up by token id"):
-        check_embedding_sum(lambda ids, types, w, p, s: w[ids] + p[ids] + s[types])
-    with pytest.raises(ExerciseError, match="shape"):
-        check_embedding_sum(lambda ids, types, w, p, s: w[ids].sum(-1))
+
+# ----- exercise 3: the embedding sum ------------------------------------------------------------
 
 
-def test_parameter_formula_checker():
-    def good(V, H, L, I, P, T):  # noqa: E741
-        return (V + P + T) * H + 2 * H + L * (4 * H * H + 4 * H + 2 * H * I + I + H + 4 * H) + H * H + H
-
-    check_parameter_formula(good)
-    assert good(30522, 768, 12, 3072, 512, 2) == count_parameters(BertConfig())["total"]
-    with pytest.raises(ExerciseError, match="pooler term"):
-        check_parameter_formula(lambda *d: good(*d) - d[1] * d[1] - d[1])
-    with pytest.raises(ExerciseError, match="LayerNorm"):
-        check_parameter_formula(lambda *d: good(*d) - 2 * d[1])
+def good_embed(ids, types, word, position, segment):
+    return word[ids] + position[torch.arange(ids.shape[1])] + segment[types]
 
 
-def test_stubs_are_rejected_with_a_friendly_message():
-    def stub(*args):
-        raise NotImplementedError()
+def test_embedding_checker_accepts_a_correct_answer(capsys):
+    check_embedding_sum(good_embed)
+    assert "Correct!" in capsys.readouterr().out
 
-    for checker in (check_masking, check_attention, check_embedding_sum, check_parameter_formula):
-        with pytest.raises(ExerciseError, match="not implemented yet"):
-            checker(stub)
+
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        (stub, "not implemented yet"),
+        (lambda ids, types, w, p, s: w[ids] + s[types], "position embeddings are missing"),
+        (lambda ids, types, w, p, s: w[ids] + p[: ids.shape[1]], "segment embeddings are missing"),
+        (
+            lambda ids, types, w, p, s: w[ids] + p[: ids.shape[1]] + s[0],
+            "every token gets segment 0",
+        ),
+        (lambda ids, types, w, p, s: w[ids] + p[1 : ids.shape[1] + 1] + s[types], "off by one"),
+        (lambda ids, types, w, p, s: w[ids] + p[ids] + s[types], "looked up by token id"),
+        (lambda *a: torch.nn.functional.layer_norm(good_embed(*a), (6,)), "applied a LayerNorm"),
+        (lambda ids, types, w, p, s: w[ids].sum(-1), "shape"),
+        (
+            lambda ids, types, w, p, s: w[types] + p[: ids.shape[1]] + s[types],
+            "not word \\+ position",
+        ),
+    ],
+)
+def test_embedding_checker_names_the_mistake(wrong, message):
+    with pytest.raises(ExerciseError, match=message):
+        check_embedding_sum(wrong)
+
+
+# ----- exercise 4: the parameter formula --------------------------------------------------------
+
+
+def good_bert(V, H, L, I, P, T):  # noqa: E741, N803
+    return (V + P + T) * H + 2 * H + L * (4 * H * H + 4 * H + 2 * H * I + I + H + 4 * H) + H * H + H
+
+
+def test_parameter_formula_checker_accepts_the_formula(capsys):
+    assert good_bert(30522, 768, 12, 3072, 512, 2) == count_parameters(BertConfig())["total"]
+    check_parameter_formula(good_bert)
+    assert "109,482,240" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        (stub, "not implemented yet"),
+        # at T = 2 a missing T x H segment table is 2H, like a LayerNorm: T = 1 and 3 tell them apart
+        (
+            lambda V, H, L, I, P, T: good_bert(V, H, L, I, P, T) - T * H,
+            r"off by -1,536\): the segment",
+        ),
+        (lambda V, H, L, I, P, T: good_bert(V, H, L, I, P, 2), "use T, not 2"),
+        (
+            lambda V, H, L, I, P, T: good_bert(V, H, L, I, P, T) - 2 * H,
+            "LayerNorm after the embeddings",
+        ),
+        (
+            lambda V, H, L, I, P, T: good_bert(V, H, L, I, P, T) - L * (H * H + H),
+            "three H x H projections",
+        ),
+        (lambda V, H, L, I, P, T: good_bert(V, H, L, I, P, T) - P * H, "position table"),
+        (
+            lambda V, H, L, I, P, T: good_bert(V, H, L, I, P, T) - L * 4 * H,
+            "attention projections.*or.*two LayerNorms",
+        ),
+        (lambda V, H, L, I, P, T: good_bert(V, H, L, I, P, T) - L * 2 * H, "TWO LayerNorms"),
+        (lambda V, H, L, I, P, T: good_bert(V, H, L, I, P, T) - (2 * L + 1) * H, "not H"),
+        (lambda V, H, L, I, P, T: good_bert(V, H, L, I, P, T) - L * (I + H), "feed-forward biases"),
+        (lambda V, H, L, I, P, T: good_bert(V, H, L, I, P, T) - H * H - H, "pooler .* is missing"),
+        (
+            lambda V, H, L, I, P, T: good_bert(V, H, L, I, P, T) - L * I * H - L * H,
+            "two linear maps",
+        ),
+        (lambda *d: float(good_bert(*d)), "return an int"),
+        (lambda *d: good_bert(*d) + 7, "Compare term by term"),
+    ],
+)
+def test_parameter_formula_checker_names_the_mistake(wrong, message):
+    with pytest.raises(ExerciseError, match=message):
+        check_parameter_formula(wrong)

@@ -37,7 +37,10 @@ def test_embedding_checker_accepts_the_formula():
         (lambda V, E, H, P, T: (V + P + T) * H + 2 * H, "BERT's V x H table"),
         (lambda V, E, H, P, T: good_embeddings(V, E, H, P, T) - H, "projection's bias"),
         (lambda V, E, H, P, T: good_embeddings(V, E, H, P, T) - 2 * E, "LayerNorm .* is missing"),
-        (lambda V, E, H, P, T: good_embeddings(V, E, H, P, T) - 2 * E + 2 * H, "2E parameters, not 2H"),
+        (
+            lambda V, E, H, P, T: good_embeddings(V, E, H, P, T) - 2 * E + 2 * H,
+            "2E parameters, not 2H",
+        ),
         (lambda V, E, H, P, T: V * E + (P + T) * H + E * H + H + 2 * H, "E-wide too"),
         (lambda V, E, H, P, T: float(good_embeddings(V, E, H, P, T)), "return an int"),
         (lambda V, E, H, P, T: good_embeddings(V, E, H, P, T) + 1, r"off by \+1"),
@@ -83,10 +86,23 @@ def nsp_style(segments, rng):
         (nsp_style, "NSP's negative"),
         (lambda s, rng: [(a, b, 1 - lab) for a, b, lab in good_sop(s, rng)], "labelled"),
         (lambda s, rng: [(a, b, 0) for a, b in zip(s[:-1], s[1:])], "no pair was swapped"),
-        (lambda s, rng: [(b, a, 1) if i % 5 else (a, b, 0)
-                         for i, (a, b) in enumerate(zip(s[:-1], s[1:]))], "expected about 50%"),
+        (
+            lambda s, rng: [
+                (b, a, 1) if i % 5 else (a, b, 0) for i, (a, b) in enumerate(zip(s[:-1], s[1:]))
+            ],
+            "expected about 50%",
+        ),
         (lambda s, rng: good_sop(s, rng)[:-1], "adjacent pairs"),
-        (lambda s, rng: good_sop(s, __import__("random").Random()), "draw every random choice"),
+        (lambda s, rng: good_sop(s, __import__("random").Random()), "same rng seed gave different"),
+        (
+            lambda s, rng: good_sop(s, __import__("random").Random(0)),
+            "different seed gave the same",
+        ),
+        (lambda s, rng: [(a, b, bool(lab)) for a, b, lab in good_sop(s, rng)], "not True/False"),
+        (
+            lambda s, rng: [(a, b, float(lab)) for a, b, lab in good_sop(s, rng)],
+            "use the integers 0",
+        ),
     ],
 )
 def test_sop_checker_names_the_mistake(wrong, message):
@@ -163,6 +179,32 @@ def shares_nothing_always(V, E, H, L, I, P, T, sharing):  # noqa: E741
     return good_albert(V, E, H, L, I, P, T, "none")
 
 
+def albert_with(**mistake):
+    """good_albert with one typical mistake switched on."""
+
+    def count(V, E, H, L, I, P, T, sharing):  # noqa: E741
+        emb_ln = 0 if mistake.get("no_embedding_ln") else 2 * E
+        embeddings = (V + P + T) * E + emb_ln + E * H + H
+        projections = mistake.get("projections", 4)
+        attention, ffn = projections * (H * H + H), H * I + I + I * H + H
+        ln = 0 if mistake.get("no_sublayer_ln") else 2 * H
+        n_attention = 1 if sharing in ("all", "attention") else L
+        n_ffn = 1 if sharing in ("all", "ffn") else L
+        lns = 2 * L * ln if mistake.get("ln_per_applied_layer") else (n_attention + n_ffn) * ln
+        return embeddings + n_attention * attention + n_ffn * ffn + lns + H * H + H
+
+    return count
+
+
+def swapped_sharing(V, E, H, L, I, P, T, sharing):  # noqa: E741
+    other = {"attention": "ffn", "ffn": "attention"}.get(sharing, sharing)
+    return good_albert(V, E, H, L, I, P, T, other)
+
+
+def test_the_mistake_helper_is_right_without_a_mistake():
+    check_albert_parameters(albert_with())
+
+
 @pytest.mark.parametrize(
     "wrong, message",
     [
@@ -170,8 +212,21 @@ def shares_nothing_always(V, E, H, L, I, P, T, sharing):  # noqa: E741
         (shares_nothing_always, "counted L times"),
         (shares_everything_always, "NOT shared with sharing=.none."),
         (lambda *a: good_albert(*a) - a[2] * a[2] - a[2], "pooler"),
-        (lambda V, E, H, L, I, P, T, s: good_albert(V, H, H, L, I, P, T, s) - H * H - H,  # noqa: E741
-         "factorized"),
+        (
+            lambda V, E, H, L, I, P, T, s: good_albert(V, H, H, L, I, P, T, s) - H * H - H,  # noqa: E741
+            "factorized",
+        ),
+        # the three numbers a student meets at ALBERT-base (all shared)
+        (
+            albert_with(ln_per_applied_layer=True),
+            r"off by \+33,792\): the LayerNorms are counted once per applied layer",
+        ),
+        (albert_with(no_sublayer_ln=True), r"off by -3,072\): the sublayer LayerNorms are missing"),
+        (albert_with(no_embedding_ln=True), r"off by -256\): the embedding LayerNorm"),
+        (albert_with(projections=3), "FOUR"),
+        (swapped_sharing, "'attention' and 'ffn' are swapped"),
+        (lambda *a: float(good_albert(*a)), "return an int"),
+        (lambda *a: good_albert(*a) + 5, "Compare term by term"),
     ],
 )
 def test_albert_checker_names_the_mistake(wrong, message):

@@ -42,7 +42,10 @@ def test_delta_checker_accepts_a_correct_answer(capsys):
         (lambda i, j, k: (i - j + k).clamp(0, 2 * k), "off by one at the clip"),
         (lambda i, j, k: (i - j + k).clamp(0, 2 * k - 1)[:1], "should broadcast"),
         (lambda i, j, k: (i - j + k + 0.5).clamp(0, 2 * k - 1), "whole numbers"),
-        (lambda i, j, k: (i - j + k).clamp(1, 2 * k - 1), r"δ\(i=\d+, j=\d+\) with k=2 should be 0"),
+        (
+            lambda i, j, k: (i - j + k).clamp(1, 2 * k - 1),
+            r"δ\(i=\d+, j=\d+\) with k=2 should be 0",
+        ),
     ],
 )
 def test_delta_checker_names_the_mistake(wrong, message):
@@ -57,9 +60,12 @@ def good_log_bucket(rel, bucket_size, max_position):
     mid = bucket_size // 2
     sign = torch.sign(rel)
     abs_pos = torch.where(rel.abs() < mid, torch.tensor(mid - 1), rel.abs()).float()
-    log_pos = torch.ceil(
-        torch.log(abs_pos / mid) / torch.log(torch.tensor((max_position - 1) / mid)) * (mid - 1)
-    ) + mid
+    log_pos = (
+        torch.ceil(
+            torch.log(abs_pos / mid) / torch.log(torch.tensor((max_position - 1) / mid)) * (mid - 1)
+        )
+        + mid
+    )
     return torch.where(rel.abs() <= mid, rel.float(), log_pos * sign).long()
 
 

@@ -44,7 +44,11 @@ def test_kl_checker_accepts_the_formula_and_the_kldivloss_form(capsys):
         (lambda s, te, t: good_kl(s, te, t) * s.shape[0], "sum over the 6 rows"),
         (
             # what F.kl_div(..., reduction="mean") computes: the sum over every element / its count
-            lambda s, te, t: F.kl_div(F.log_softmax(s / t, -1), F.softmax(te / t, -1), reduction="sum") / s.numel() * t**2,
+            lambda s, te, t: (
+                F.kl_div(F.log_softmax(s / t, -1), F.softmax(te / t, -1), reduction="sum")
+                / s.numel()
+                * t**2
+            ),
             "reduction='mean'",
         ),
         (lambda s, te, t: good_kl(s.detach(), te, t), "stay differentiable"),
@@ -56,10 +60,11 @@ def test_kl_checker_names_typical_mistakes(wrong, message):
         check_distillation_kl(wrong)
 
 
-def test_kl_checker_rejects_the_stub():
-    def stub(student, teacher, t):
-        raise NotImplementedError()
+def stub(*args):
+    raise NotImplementedError()
 
+
+def test_kl_checker_rejects_the_stub():
     with pytest.raises(ExerciseError, match="not implemented yet"):
         check_distillation_kl(stub)
 
@@ -72,21 +77,37 @@ def good_cosine(s, t, mask):
     return (1 - F.cosine_similarity(s[real], t[real], dim=-1)).mean()
 
 
-def test_cosine_checker():
+def mean_of_means(s, t, m):
+    cos = F.cosine_similarity(s, t, dim=-1)
+    return torch.stack([(1 - cos[i][m[i].bool()]).mean() for i in range(len(s))]).mean()
+
+
+def test_cosine_checker_accepts_a_correct_answer(capsys):
     check_hidden_cosine(good_cosine)
-    with pytest.raises(ExerciseError, match="padding positions are counted"):
-        check_hidden_cosine(lambda s, t, m: (1 - F.cosine_similarity(s, t, dim=-1)).mean())
-    with pytest.raises(ExerciseError, match="return 1 - cos"):
-        check_hidden_cosine(lambda s, t, m: F.cosine_similarity(s[m.bool()], t[m.bool()], dim=-1).mean())
+    assert "Correct!" in capsys.readouterr().out
 
-    def mean_of_means(s, t, m):
-        cos = F.cosine_similarity(s, t, dim=-1)
-        return torch.stack([(1 - cos[i][m[i].bool()]).mean() for i in range(len(s))]).mean()
 
-    with pytest.raises(ExerciseError, match="mean of per-sentence means"):
-        check_hidden_cosine(mean_of_means)
-    with pytest.raises(ExerciseError, match="wrong dimension"):
-        check_hidden_cosine(lambda s, t, m: (1 - F.cosine_similarity(s, t, dim=1)).mean())
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        (stub, "not implemented yet"),
+        (
+            lambda s, t, m: (1 - F.cosine_similarity(s, t, dim=-1)).mean(),
+            "padding positions are counted",
+        ),
+        (
+            lambda s, t, m: F.cosine_similarity(s[m.bool()], t[m.bool()], dim=-1).mean(),
+            "return 1 - cos",
+        ),
+        (mean_of_means, "mean of per-sentence means"),
+        (lambda s, t, m: (1 - F.cosine_similarity(s, t, dim=1)).mean(), "wrong dimension"),
+        (lambda s, t, m: good_cosine(s, t, m).reshape(1), "scalar"),
+        (lambda s, t, m: ((s - t)[m.bool()] ** 2).mean(), "expected"),
+    ],
+)
+def test_cosine_checker_names_the_mistake(wrong, message):
+    with pytest.raises(ExerciseError, match=message):
+        check_hidden_cosine(wrong)
 
 
 # --- which layers -----------------------------------------------------------------------------------
@@ -97,16 +118,29 @@ def good_layers(n):
     return [int(i * (n - 1) / (k - 1) + 0.5) for i in range(k)]
 
 
-def test_layer_choice_checker():
+def test_layer_choice_checker_accepts_a_correct_answer(capsys):
     check_student_layers(good_layers)
-    with pytest.raises(ExerciseError, match="keep the LAST layer"):
-        check_student_layers(lambda n: list(range(0, n, 2)))
-    with pytest.raises(ExerciseError, match="keep the first layer"):
-        check_student_layers(lambda n: list(range(1, n, 2)))
-    with pytest.raises(ExerciseError, match="half as many"):
-        check_student_layers(lambda n: list(range(n // 3)))
-    with pytest.raises(ExerciseError, match="expected \\[0, 2, 4, 7, 9, 11\\]"):  # floor, not round
-        check_student_layers(lambda n: [int(i * (n - 1) / (n // 2 - 1)) for i in range(n // 2)])
+    assert "Correct!" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        (stub, "not implemented yet"),
+        (lambda n: list(range(0, n, 2)), "keep the LAST layer"),
+        (lambda n: list(range(1, n, 2)), "keep the first layer"),
+        (lambda n: list(range(n // 3)), "half as many"),
+        # floor instead of round half up
+        (
+            lambda n: [int(i * (n - 1) / (n // 2 - 1)) for i in range(n // 2)],
+            r"expected \[0, 2, 4, 7, 9, 11\]",
+        ),
+        (lambda n: 6, "return a list"),
+    ],
+)
+def test_layer_choice_checker_names_the_mistake(wrong, message):
+    with pytest.raises(ExerciseError, match=message):
+        check_student_layers(wrong)
 
 
 # --- copying the teacher ----------------------------------------------------------------------------
@@ -125,53 +159,67 @@ def good_copy(teacher, student, layers):
     student.mlm_head.decoder.bias.data.copy_(teacher.mlm_head.decoder.bias.data)
 
 
-def test_copy_checker_accepts_a_correct_copy():
+def test_copy_checker_accepts_a_correct_copy(capsys):
     check_copy_teacher(good_copy)
+    assert "Correct!" in capsys.readouterr().out
 
 
-def test_copy_checker_names_the_wrong_layer():
-    def first_layers(teacher, student, layers):
-        good_copy(teacher, student, list(range(len(layers))))
-
-    with pytest.raises(ExerciseError, match="student layer 1 holds teacher layer 1, expected teacher layer 2"):
-        check_copy_teacher(first_layers)
+def first_layers(teacher, student, layers):
+    good_copy(teacher, student, list(range(len(layers))))
 
 
-def test_copy_checker_names_missing_parts():
-    def no_head(teacher, student, layers):
-        good_copy(teacher, student, layers)
-        torch.manual_seed(0)
-        student.mlm_head.dense.reset_parameters()
-
-    with pytest.raises(ExerciseError, match="copy the MLM head"):
-        check_copy_teacher(no_head)
-
-    def no_final_norm(teacher, student, layers):
-        good_copy(teacher, student, layers)
-        if student.backbone.encoder.final_norm is not None:
-            student.backbone.encoder.final_norm.reset_parameters()
-
-    with pytest.raises(ExerciseError, match="pre-LN teacher ends with one more LayerNorm"):
-        check_copy_teacher(no_final_norm)
-
-    def no_embedding_norm(teacher, student, layers):
-        good_copy(teacher, student, layers)
-        student.backbone.embeddings.LayerNorm.reset_parameters()
-
-    with pytest.raises(ExerciseError, match="LayerNorm that follows the embeddings"):
-        check_copy_teacher(no_embedding_norm)
+def no_head(teacher, student, layers):
+    good_copy(teacher, student, layers)
+    torch.manual_seed(0)
+    student.mlm_head.dense.reset_parameters()
 
 
-def test_copy_checker_rejects_shared_parameters_and_a_changed_teacher():
-    def shares(teacher, student, layers):
-        good_copy(teacher, student, layers)
-        student.backbone.encoder.layers[0] = teacher.backbone.encoder.layers[layers[0]]
+def no_final_norm(teacher, student, layers):
+    good_copy(teacher, student, layers)
+    if student.backbone.encoder.final_norm is not None:
+        student.backbone.encoder.final_norm.reset_parameters()
 
-    with pytest.raises(ExerciseError, match="shares tensors with the teacher"):
-        check_copy_teacher(shares)
 
-    def backwards(teacher, student, layers):
-        good_copy(student, teacher, list(range(len(layers))))
+def no_embedding_norm(teacher, student, layers):
+    good_copy(teacher, student, layers)
+    student.backbone.embeddings.LayerNorm.reset_parameters()
 
-    with pytest.raises(ExerciseError, match="teacher's weights changed"):
-        check_copy_teacher(backwards)
+
+def no_position_embeddings(teacher, student, layers):
+    good_copy(teacher, student, layers)
+    torch.nn.init.normal_(student.backbone.embeddings.position_embeddings.weight)
+
+
+def shares(teacher, student, layers):
+    good_copy(teacher, student, layers)
+    student.backbone.encoder.layers[0] = teacher.backbone.encoder.layers[layers[0]]
+
+
+def backwards(teacher, student, layers):
+    good_copy(student, teacher, list(range(len(layers))))
+
+
+def unties_the_decoder(teacher, student, layers):
+    good_copy(teacher, student, layers)
+    student.mlm_head.decoder.weight = torch.nn.Parameter(
+        teacher.mlm_head.decoder.weight.detach().clone()
+    )
+
+
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        (stub, "not implemented yet"),
+        (first_layers, "student layer 1 holds teacher layer 1, expected teacher layer 2"),
+        (no_head, "copy the MLM head"),
+        (no_final_norm, "pre-LN teacher ends with one more LayerNorm"),
+        (no_embedding_norm, "LayerNorm that follows the embeddings"),
+        (no_position_embeddings, "copy the position embeddings"),
+        (shares, "shares tensors with the teacher"),
+        (backwards, "teacher's weights changed"),
+        (unties_the_decoder, "must stay tied"),
+    ],
+)
+def test_copy_checker_names_the_mistake(wrong, message):
+    with pytest.raises(ExerciseError, match=message):
+        check_copy_teacher(wrong)

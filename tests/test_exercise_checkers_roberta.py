@@ -42,9 +42,12 @@ def test_position_ids_accepts_the_fairseq_rule(capsys):
         (lambda ids, p: fairseq_positions(ids, p) - (ids != p).long(), "off by one"),
         (lambda ids, p: torch.cumsum((ids != p).long(), 1) + p, "padding must get position"),
         (lambda ids, p: fairseq_positions(ids, 1), "assumed padding_idx = 1"),
-        (lambda ids, p: torch.arange(ids.shape[1]).expand_as(ids) * (ids != p) + p + (ids != p),
-         "left padding"),
+        (
+            lambda ids, p: torch.arange(ids.shape[1]).expand_as(ids) * (ids != p) + p + (ids != p),
+            "left padding",
+        ),
         (lambda ids, p: fairseq_positions(ids, p).float(), "integer"),
+        (lambda ids, p: fairseq_positions(ids, p) + (ids != p).long(), "not padding_idx \\+ 2"),
     ],
 )
 def test_position_ids_rejects_typical_mistakes(wrong, message):
@@ -73,14 +76,26 @@ def collate(examples, pad_token_id, mask_token_id, vocab_size, special_ids, gene
 
 
 def static_collate(examples, pad_token_id, mask_token_id, vocab_size, special_ids, generator):
-    return collate(examples, pad_token_id, mask_token_id, vocab_size, special_ids,
-                   torch.Generator().manual_seed(0))  # re-seeded: the same masks every epoch
+    return collate(
+        examples,
+        pad_token_id,
+        mask_token_id,
+        vocab_size,
+        special_ids,
+        torch.Generator().manual_seed(0),
+    )  # re-seeded: the same masks every epoch
 
 
 def global_rng_collate(examples, pad_token_id, mask_token_id, vocab_size, special_ids, generator):
     torch.rand(1)  # ignores `generator`, draws from the global RNG
-    return collate(examples, pad_token_id, mask_token_id, vocab_size, special_ids,
-                   torch.Generator().manual_seed(int(torch.randint(0, 2**30, (1,)))))
+    return collate(
+        examples,
+        pad_token_id,
+        mask_token_id,
+        vocab_size,
+        special_ids,
+        torch.Generator().manual_seed(int(torch.randint(0, 2**30, (1,)))),
+    )
 
 
 def masks_padding(examples, pad_token_id, mask_token_id, vocab_size, special_ids, generator):
@@ -98,6 +113,19 @@ def all_mask(examples, pad_token_id, mask_token_id, vocab_size, special_ids, gen
     return {"input_ids": ids, "attention_mask": attention, "labels": labels}
 
 
+def swapped_collate(*args):
+    batch = collate(*args)
+    return {**batch, "input_ids": batch["labels"], "labels": batch["input_ids"]}
+
+
+def pads_labels_with_pad_id(
+    examples, pad_token_id, mask_token_id, vocab_size, special_ids, generator
+):
+    batch = collate(examples, pad_token_id, mask_token_id, vocab_size, special_ids, generator)
+    batch["labels"] = batch["labels"].masked_fill(batch["attention_mask"] == 0, pad_token_id)
+    return batch
+
+
 def test_dynamic_collator_accepts_a_correct_collator(capsys):
     check_dynamic_collator(collate)
     assert "re-masks" in capsys.readouterr().out
@@ -112,6 +140,9 @@ def test_dynamic_collator_accepts_a_correct_collator(capsys):
         (masks_padding, "never mask padding"),
         (all_mask, "80/10/10"),
         (lambda *a: {"input_ids": pad(a[0], a[1])[0]}, "missing"),
+        (lambda *a: {**collate(*a), "labels": pad(a[0], a[1])[0]}, "labels are never -100"),
+        (swapped_collate, "input_ids and labels are swapped"),
+        (pads_labels_with_pad_id, "give padding the label -100"),
     ],
 )
 def test_dynamic_collator_rejects_typical_mistakes(wrong, message):
@@ -132,7 +163,7 @@ def full_sentences(documents, budget, sep_id):
                 block.append(sep_id)
         for sentence in doc:
             for start in range(0, len(sentence), budget):
-                piece = sentence[start:start + budget]
+                piece = sentence[start : start + budget]
                 if len(block) + len(piece) > budget:
                     blocks, block = blocks + [block], []
                 block = block + piece
@@ -151,7 +182,7 @@ def cut_anywhere(documents, budget, sep_id):  # group_texts style: ignores sente
     stream = []
     for doc in documents:
         stream += ([sep_id] if stream else []) + [t for s in doc for t in s]
-    return [stream[i:i + budget] for i in range(0, len(stream), budget)]
+    return [stream[i : i + budget] for i in range(0, len(stream), budget)]
 
 
 def drops_long_sentences(documents, budget, sep_id):

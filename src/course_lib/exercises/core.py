@@ -2,32 +2,63 @@
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+_LIBRARY = Path(__file__).resolve().parents[1]  # src/course_lib
 
 
 class ExerciseError(AssertionError):
-    """The learner's answer is not right yet; the message says what to look at."""
+    """The learner's answer is not right yet; the message says what to look at.
+
+    In Jupyter a failure shows as one line, `ExerciseError: <message>`, with no traceback into
+    the checker (whose source would give the answer away); `str(err)` is the plain message for
+    scripts and tests.
+    """
+
+    def _render_traceback_(self) -> list[str]:
+        """IPython calls this instead of formatting a traceback: the message only."""
+        return [f"{type(self).__name__}: {self}"]
+
+
+def _where_in_learner_code(err: BaseException) -> str:
+    """' (line N: `source`)' for the deepest frame of `err` outside the library and installed
+    packages, i.e. the learner's own line; '' when there is none."""
+    frames = [
+        f
+        for f in traceback.extract_tb(err.__traceback__)
+        if not Path(f.filename).resolve().is_relative_to(_LIBRARY)
+        and "site-packages" not in f.filename
+        and "/lib/python" not in f.filename
+    ]
+    if not frames:
+        return ""
+    frame = frames[-1]
+    code = f": `{frame.line.strip()}`" if frame.line else ""
+    return f" (line {frame.lineno} of your code{code})"
 
 
 def run_learner_code(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Call the learner's function, turning an unfinished stub into a friendly message."""
+    """Call the learner's function, turning an unfinished stub or a crash into one clear line."""
+    name = getattr(fn, "__name__", fn)
     try:
         return fn(*args, **kwargs)
     except NotImplementedError:
         raise ExerciseError(
-            f"`{getattr(fn, '__name__', fn)}` is not implemented yet: replace "
-            f"`raise NotImplementedError()` with your code."
+            f"`{name}` is not implemented yet: replace `raise NotImplementedError()` with your code."
         ) from None
     except ExerciseError:
         raise
     except Exception as err:  # a crash in learner code is feedback too
         raise ExerciseError(
-            f"`{getattr(fn, '__name__', fn)}` raised {type(err).__name__}: {err}"
+            f"`{name}` raised {type(err).__name__}: {err}{_where_in_learner_code(err)}"
         ) from err
 
 
 def expect(condition: bool, message: str) -> None:
+    """Raise ExerciseError(message) unless `condition` holds."""
     if not condition:
         raise ExerciseError(message)
 

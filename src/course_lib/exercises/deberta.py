@@ -22,8 +22,10 @@ from course_lib.modules.relative_position import (
 
 
 def _as_tensor(value: object, name: str) -> Tensor:
-    expect(isinstance(value, Tensor), f"`{name}` must return a torch.Tensor, got "
-           f"{type(value).__name__}.")
+    expect(
+        isinstance(value, Tensor),
+        f"`{name}` must return a torch.Tensor, got {type(value).__name__}.",
+    )
     return value  # type: ignore[return-value]
 
 
@@ -42,40 +44,59 @@ def check_delta(delta_fn: Callable) -> None:
         i, j = torch.arange(n)[:, None], torch.arange(n)[None, :]
         got = _as_tensor(run_learner_code(delta_fn, i, j, k), "delta")
         want = delta(i, j, k)
-        expect(tuple(got.shape) == (n, n),
-               f"with i of shape [{n}, 1] and j of shape [1, {n}] the result should broadcast to "
-               f"[{n}, {n}], got {tuple(got.shape)}.")
-        expect(not got.dtype.is_floating_point or bool((got == got.round()).all()),
-               "rows of a table are whole numbers; return an integer tensor.")
+        expect(
+            tuple(got.shape) == (n, n),
+            f"with i of shape [{n}, 1] and j of shape [1, {n}] the result should broadcast to "
+            f"[{n}, {n}], got {tuple(got.shape)}.",
+        )
+        expect(
+            not got.dtype.is_floating_point or bool((got == got.round()).all()),
+            "rows of a table are whole numbers; return an integer tensor.",
+        )
         got = got.long()
         if torch.equal(got, want):
             continue
         if torch.equal(got, want.T):
-            raise ExerciseError("you computed δ(j, i): the row for query i and key j is "
-                                "i - j + k (query position minus key position).")
+            raise ExerciseError(
+                "you computed δ(j, i): the row for query i and key j is "
+                "i - j + k (query position minus key position)."
+            )
         if torch.equal(got, i - j + k):
-            raise ExerciseError(f"no clipping: with k={k}, values run from {int(got.min())} to "
-                                f"{int(got.max())}, but the table has only 2k = {2 * k} rows "
-                                f"(0 .. {2 * k - 1}). Clip to that range.")
+            raise ExerciseError(
+                f"no clipping: with k={k}, values run from {int(got.min())} to "
+                f"{int(got.max())}, but the table has only 2k = {2 * k} rows "
+                f"(0 .. {2 * k - 1}). Clip to that range."
+            )
         if torch.equal(got, (i - j).clamp(0, 2 * k - 1)):
-            raise ExerciseError("the distance is not shifted: add k, so that i - j = -k maps "
-                                "to row 0 and i - j = 0 to row k.")
+            raise ExerciseError(
+                "the distance is not shifted: add k, so that i - j = -k maps "
+                "to row 0 and i - j = 0 to row k."
+            )
         if int(got.max()) == 2 * k or int(got.min()) == -1:
-            raise ExerciseError(f"off by one at the clip: with k={k} the rows are 0 .. 2k - 1 = "
-                                f"{2 * k - 1}, got values from {int(got.min())} to "
-                                f"{int(got.max())}.")
+            raise ExerciseError(
+                f"off by one at the clip: with k={k} the rows are 0 .. 2k - 1 = "
+                f"{2 * k - 1}, got values from {int(got.min())} to "
+                f"{int(got.max())}."
+            )
         a, b = _first_mismatch(got, want)
-        raise ExerciseError(f"δ(i={a}, j={b}) with k={k} should be {int(want[a, b])} "
-                            f"(i - j = {a - b}), got {int(got[a, b])}.")
+        raise ExerciseError(
+            f"δ(i={a}, j={b}) with k={k} should be {int(want[a, b])} "
+            f"(i - j = {a - b}), got {int(got[a, b])}."
+        )
     passed("δ(i, j) shifts by k and clips to the 2k rows of the table, for k = 2, 4, 7.")
 
 
 # ----- log buckets -----------------------------------------------------------------------------
 
 
-def _log_bucket_variant(rel: Tensor, bucket_size: int, max_position: int, *,
-                        rounding: Callable[[Tensor], Tensor] = torch.ceil,
-                        top: int | None = None) -> Tensor:
+def _log_bucket_variant(
+    rel: Tensor,
+    bucket_size: int,
+    max_position: int,
+    *,
+    rounding: Callable[[Tensor], Tensor] = torch.ceil,
+    top: int | None = None,
+) -> Tensor:
     """The bucket formula with one detail changed (to recognise typical mistakes), in the same
     float32 operations as the reference so that only the changed detail differs."""
     top = max_position - 1 if top is None else top
@@ -92,13 +113,18 @@ def check_log_bucket(log_bucket: Callable) -> None:
     bucket_size - 1, sign kept."""
     for bucket_size, max_position in ((256, 512), (32, 64), (16, 100)):
         rel = torch.arange(-(max_position - 1), max_position)
-        got = _as_tensor(run_learner_code(log_bucket, rel.clone(), bucket_size, max_position),
-                         "log_bucket")
-        expect(tuple(got.shape) == tuple(rel.shape),
-               f"return one bucket per distance: expected shape {tuple(rel.shape)}, got "
-               f"{tuple(got.shape)}.")
-        expect(bool((got == got.round()).all()),
-               "buckets are whole numbers: round the logarithmic part (up, with ceil).")
+        got = _as_tensor(
+            run_learner_code(log_bucket, rel.clone(), bucket_size, max_position), "log_bucket"
+        )
+        expect(
+            tuple(got.shape) == tuple(rel.shape),
+            f"return one bucket per distance: expected shape {tuple(rel.shape)}, got "
+            f"{tuple(got.shape)}.",
+        )
+        expect(
+            bool((got == got.round()).all()),
+            "buckets are whole numbers: round the logarithmic part (up, with ceil).",
+        )
         got = got.long()
         want = log_bucket_position(rel, bucket_size, max_position).long()
         if torch.equal(got, want):
@@ -106,31 +132,43 @@ def check_log_bucket(log_bucket: Callable) -> None:
         label = f"(bucket_size={bucket_size}, max_position={max_position})"
         mid = bucket_size // 2
         if torch.equal(got, rel):
-            raise ExerciseError(f"no compression {label}: distances beyond bucket_size // 2 = "
-                                f"{mid} must be squeezed logarithmically so that "
-                                f"{max_position - 1} lands on bucket {bucket_size - 1}.")
+            raise ExerciseError(
+                f"no compression {label}: distances beyond bucket_size // 2 = "
+                f"{mid} must be squeezed logarithmically so that "
+                f"{max_position - 1} lands on bucket {bucket_size - 1}."
+            )
         if bool((got >= 0).all()):
-            raise ExerciseError("the sign is lost: a key 5 tokens to the left (i - j = 5) and "
-                                "one 5 to the right (i - j = -5) need different buckets; "
-                                "multiply the logarithmic bucket by sign(i - j).")
-        if torch.equal(got, _log_bucket_variant(rel, bucket_size, max_position,
-                                                rounding=torch.floor)):
+            raise ExerciseError(
+                "the sign is lost: a key 5 tokens to the left (i - j = 5) and "
+                "one 5 to the right (i - j = -5) need different buckets; "
+                "multiply the logarithmic bucket by sign(i - j)."
+            )
+        if torch.equal(
+            got, _log_bucket_variant(rel, bucket_size, max_position, rounding=torch.floor)
+        ):
             raise ExerciseError("rounded down: DeBERTa rounds the logarithmic part UP (ceil).")
-        if torch.equal(got, _log_bucket_variant(rel, bucket_size, max_position,
-                                                top=max_position)):
-            raise ExerciseError(f"the log scale is off: the largest distance is max_position - "
-                                f"1 = {max_position - 1}, and it must map to bucket "
-                                f"{bucket_size - 1}; divide by log((max_position - 1) / mid).")
+        if torch.equal(got, _log_bucket_variant(rel, bucket_size, max_position, top=max_position)):
+            raise ExerciseError(
+                f"the log scale is off: the largest distance is max_position - "
+                f"1 = {max_position - 1}, and it must map to bucket "
+                f"{bucket_size - 1}; divide by log((max_position - 1) / mid)."
+            )
         wrong = (got != want).nonzero().flatten()
         first = int(wrong[0])
         near = [d for d in rel[wrong].tolist() if abs(d) <= mid]
-        where = ("distances up to bucket_size // 2 must stay exact"
-                 if near else "check the logarithmic formula")
-        raise ExerciseError(f"{label}: distance {int(rel[first])} should be bucket "
-                            f"{int(want[first])}, got {int(got[first])} ({len(wrong)} distances "
-                            f"wrong; {where}).")
-    passed("log buckets match DeBERTa v2/v3 on every distance for three (buckets, positions) "
-           "settings.")
+        where = (
+            "distances up to bucket_size // 2 must stay exact"
+            if near
+            else "check the logarithmic formula"
+        )
+        raise ExerciseError(
+            f"{label}: distance {int(rel[first])} should be bucket "
+            f"{int(want[first])}, got {int(got[first])} ({len(wrong)} distances "
+            f"wrong; {where})."
+        )
+    passed(
+        "log buckets match DeBERTa v2/v3 on every distance for three (buckets, positions) settings."
+    )
 
 
 # ----- the c2p and p2c gathers -----------------------------------------------------------------
@@ -152,8 +190,9 @@ def _gather_reference(content: Tensor, positions: Tensor, rows: Tensor) -> Tenso
     return torch.gather(by_distance, -1, rows.expand(content.shape[0], *rows.shape))
 
 
-def _call_gather(fn: Callable, name: str, content: Tensor, positions: Tensor, rel: Tensor,
-                 span: int, far: bool) -> Tensor:
+def _call_gather(
+    fn: Callable, name: str, content: Tensor, positions: Tensor, rel: Tensor, span: int, far: bool
+) -> Tensor:
     try:
         got = run_learner_code(fn, content.clone(), positions.clone(), rel.clone(), span)
     except ExerciseError as err:
@@ -165,8 +204,10 @@ def _call_gather(fn: Callable, name: str, content: Tensor, positions: Tensor, re
         raise
     got = _as_tensor(got, name)
     n = rel.shape[0]
-    expect(tuple(got.shape) == (content.shape[0], n, n),
-           f"expected [heads, query, key] = {(content.shape[0], n, n)}, got {tuple(got.shape)}.")
+    expect(
+        tuple(got.shape) == (content.shape[0], n, n),
+        f"expected [heads, query, key] = {(content.shape[0], n, n)}, got {tuple(got.shape)}.",
+    )
     return got
 
 
@@ -184,21 +225,29 @@ def check_c2p(c2p: Callable) -> None:
         if torch.allclose(got * math.sqrt(d), want, atol=1e-4) or torch.allclose(
             got * math.sqrt(3 * d), want, atol=1e-4
         ):
-            raise ExerciseError("the values are scaled: return the raw dot products; the model "
-                                "divides the SUM of c2c + c2p + p2c by sqrt(3d) once.")
+            raise ExerciseError(
+                "the values are scaled: return the raw dot products; the model "
+                "divides the SUM of c2c + c2p + p2c by sqrt(3d) once."
+            )
         if torch.allclose(got, want.transpose(-1, -2), atol=1e-5):
             raise ExerciseError("the result is transposed: row i is the query, column j the key.")
-        if torch.allclose(got, _gather_reference(query, key_r, c2p_index(-rel, span)),
-                          atol=1e-5):
-            raise ExerciseError("you read row δ(j, i): c2p reads the row of the distance i - j "
-                                "(relative_pos[i, j] + span).")
-        if torch.allclose(got, _gather_reference(query, key_r, rel.clamp(0, 2 * span - 1)),
-                          atol=1e-5):
-            raise ExerciseError("add span to the distance before the lookup: i - j = -span is "
-                                "row 0, i - j = 0 is row span.")
-        raise ExerciseError("c2p[h, i, j] should be query[h, i] · key_r[h, δ(i, j)]; compute "
-                            "query @ key_r.transpose(-1, -2) ([heads, n, 2 span]) and gather "
-                            "the column δ(i, j) for each key j.")
+        if torch.allclose(got, _gather_reference(query, key_r, c2p_index(-rel, span)), atol=1e-5):
+            raise ExerciseError(
+                "you read row δ(j, i): c2p reads the row of the distance i - j "
+                "(relative_pos[i, j] + span)."
+            )
+        if torch.allclose(
+            got, _gather_reference(query, key_r, rel.clamp(0, 2 * span - 1)), atol=1e-5
+        ):
+            raise ExerciseError(
+                "add span to the distance before the lookup: i - j = -span is "
+                "row 0, i - j = 0 is row span."
+            )
+        raise ExerciseError(
+            "c2p[h, i, j] should be query[h, i] · key_r[h, δ(i, j)]; compute "
+            "query @ key_r.transpose(-1, -2) ([heads, n, 2 span]) and gather "
+            "the column δ(i, j) for each key j."
+        )
     passed("c2p equals query_i · K^r[δ(i, j)] for every head and pair, clipping included.")
 
 
@@ -216,12 +265,16 @@ def check_p2c(p2c: Callable) -> None:
             continue
         paper = _gather_reference(key, query_r, code_rows).transpose(-1, -2)
         if torch.allclose(got, paper, atol=1e-5):
-            raise ExerciseError("that is the paper's equation 4, row δ(j, i). The released code "
-                                "(and this library, so that checkpoints load) reads row "
-                                "δ(i, j), the same row as c2p.")
+            raise ExerciseError(
+                "that is the paper's equation 4, row δ(j, i). The released code "
+                "(and this library, so that checkpoints load) reads row "
+                "δ(i, j), the same row as c2p."
+            )
         if torch.allclose(got, _gather_reference(key, query_r, code_rows), atol=1e-5):
-            raise ExerciseError("entry (i, j) used the content of token i; p2c uses the KEY's "
-                                "content, key[h, j], with the query's distance row.")
+            raise ExerciseError(
+                "entry (i, j) used the content of token i; p2c uses the KEY's "
+                "content, key[h, j], with the query's distance row."
+            )
         if torch.allclose(got, want.transpose(-1, -2), atol=1e-5):
             raise ExerciseError("the result is transposed: row i is the query, column j the key.")
         d = key.shape[-1]
@@ -229,6 +282,8 @@ def check_p2c(p2c: Callable) -> None:
             got * math.sqrt(3 * d), want, atol=1e-4
         ):
             raise ExerciseError("the values are scaled: return the raw dot products.")
-        raise ExerciseError("p2c[h, i, j] should be key[h, j] · query_r[h, δ(i, j)] with "
-                            "δ(i, j) = clip(relative_pos[i, j] + span, 0, 2 span - 1).")
+        raise ExerciseError(
+            "p2c[h, i, j] should be key[h, j] · query_r[h, δ(i, j)] with "
+            "δ(i, j) = clip(relative_pos[i, j] + span, 0, 2 span - 1)."
+        )
     passed("p2c equals key_j · Q^r[δ(i, j)] (the released code's convention), clipping included.")

@@ -25,8 +25,14 @@ def _close(a: Tensor, b: Tensor, rel: float = 1e-4) -> bool:
 
 
 def _as_scalar(value: object, name: str) -> Tensor:
-    expect(isinstance(value, Tensor), f"`{name}` must return a torch.Tensor, got {type(value).__name__}.")
-    expect(value.dim() == 0, f"`{name}` must return a scalar (0-dim) tensor, got shape {tuple(value.shape)}.")
+    expect(
+        isinstance(value, Tensor),
+        f"`{name}` must return a torch.Tensor, got {type(value).__name__}.",
+    )
+    expect(
+        value.dim() == 0,
+        f"`{name}` must return a scalar (0-dim) tensor, got shape {tuple(value.shape)}.",
+    )
     return value
 
 
@@ -35,19 +41,30 @@ def check_distillation_kl(distillation_kl: Callable) -> None:
     with both distributions softened by T, averaged over the rows ([n, vocab] logits)."""
     g = torch.Generator().manual_seed(11)
     n, vocab = 6, 40
-    student, teacher = torch.randn(n, vocab, generator=g) * 3, torch.randn(n, vocab, generator=g) * 3
+    student, teacher = (
+        torch.randn(n, vocab, generator=g) * 3,
+        torch.randn(n, vocab, generator=g) * 3,
+    )
     for t in (2.0, 4.0, 1.0):
         x = student.clone().requires_grad_()
-        got = _as_scalar(run_learner_code(distillation_kl, x, teacher.clone(), t), "distillation_kl")
+        got = _as_scalar(
+            run_learner_code(distillation_kl, x, teacher.clone(), t), "distillation_kl"
+        )
         ref = kl_distillation_loss(student, teacher, t)
         if _close(got, ref):
-            expect(got.requires_grad, "the loss must stay differentiable: do not call .item() or "
-                   "detach the student's logits (the student learns through this term).")
+            expect(
+                got.requires_grad,
+                "the loss must stay differentiable: do not call .item() or "
+                "detach the student's logits (the student learns through this term).",
+            )
             got.backward()
             y = student.clone().requires_grad_()
             kl_distillation_loss(y, teacher, t).backward()
-            expect(_close(x.grad, y.grad), "the value is right but its gradient is not: compute "
-                   "it with torch operations on the student's logits only (the teacher is a constant).")
+            expect(
+                _close(x.grad, y.grad),
+                "the value is right but its gradient is not: compute "
+                "it with torch operations on the student's logits only (the teacher is a constant).",
+            )
             continue
         _diagnose_kl(got, student, teacher, t, n, vocab)
     same = run_learner_code(distillation_kl, teacher.clone(), teacher.clone(), 2.0)
@@ -68,14 +85,26 @@ def _diagnose_kl(got: Tensor, s: Tensor, t_logits: Tensor, t: float, n: int, voc
         f"missing the T^2 factor: at T={t:g} your value is the KL alone. Multiply by "
         "temperature**2 so the gradients keep their size whatever T is": rows.mean(),
         "the KL is the wrong way round: the teacher's distribution is the target, "
-        "KL(p_teacher || p_student) = sum p_teacher * (log p_teacher - log p_student)": _kl(s / t, t_logits / t).mean() * t**2,
+        "KL(p_teacher || p_student) = sum p_teacher * (log p_teacher - log p_student)": _kl(
+            s / t, t_logits / t
+        ).mean()
+        * t**2,
         f"the temperature is not applied inside the softmax: divide BOTH logits by T={t:g} "
         "before the (log-)softmax": _kl(t_logits, s).mean() * t**2,
-        "only the student's logits are divided by T: soften the teacher's too (the same T for both)": _kl(t_logits, s / t).mean() * t**2,
-        "only the teacher's logits are divided by T: soften the student's too (the same T for both)": _kl(t_logits / t, s).mean() * t**2,
-        f"you sum over the {n} rows: average over them instead (reduction='batchmean')": rows.sum() * t**2,
+        "only the student's logits are divided by T: soften the teacher's too (the same T for both)": _kl(
+            t_logits, s / t
+        ).mean()
+        * t**2,
+        "only the teacher's logits are divided by T: soften the student's too (the same T for both)": _kl(
+            t_logits / t, s
+        ).mean()
+        * t**2,
+        f"you sum over the {n} rows: average over them instead (reduction='batchmean')": rows.sum()
+        * t**2,
         f"you average over rows AND the {vocab} vocabulary entries (reduction='mean'): average "
-        "over rows only, summing over the vocabulary (reduction='batchmean')": rows.mean() * t**2 / vocab,
+        "over rows only, summing over the vocabulary (reduction='batchmean')": rows.mean()
+        * t**2
+        / vocab,
     }
     for message, value in candidates.items():
         if _close(got, value):
@@ -92,20 +121,27 @@ def check_hidden_cosine(cosine_loss: Callable) -> None:
     real tokens (attention_mask == 1), the cosine taken over the hidden dimension."""
     g = torch.Generator().manual_seed(5)
     batch, seq, hidden = 3, 7, 6
-    s, t = torch.randn(batch, seq, hidden, generator=g), torch.randn(batch, seq, hidden, generator=g)
+    s, t = (
+        torch.randn(batch, seq, hidden, generator=g),
+        torch.randn(batch, seq, hidden, generator=g),
+    )
     s[:, :, 0] += 1.0  # some shared direction, so the cosines are not all near 0
     t[:, :, 0] += 1.0
     mask = torch.ones(batch, seq, dtype=torch.long)
     mask[1, 4:] = 0  # sentences of different lengths: padding differs per row
     mask[2, 2:] = 0
-    got = _as_scalar(run_learner_code(cosine_loss, s.clone(), t.clone(), mask.clone()), "cosine_loss")
+    got = _as_scalar(
+        run_learner_code(cosine_loss, s.clone(), t.clone(), mask.clone()), "cosine_loss"
+    )
     ref = hidden_cosine_loss(s, t, mask)
     if not _close(got, ref):
         cos = F.cosine_similarity(s, t, dim=-1)
         real = mask.bool()
         per_row = torch.stack([(1 - cos[i][real[i]]).mean() for i in range(batch)])
         candidates = {
-            "padding positions are counted: keep only the tokens where attention_mask == 1": (1 - cos).mean(),
+            "padding positions are counted: keep only the tokens where attention_mask == 1": (
+                1 - cos
+            ).mean(),
             "a loss must be 0 when the directions agree: return 1 - cos, not cos": cos[real].mean(),
             "this is a mean of per-sentence means: average over all real tokens at once, so "
             "every token counts the same whatever its sentence's length": per_row.mean(),
@@ -120,8 +156,11 @@ def check_hidden_cosine(cosine_loss: Callable) -> None:
             "1 - cos(student, teacher), the cosine over the hidden dimension (dim=-1)."
         )
     same = run_learner_code(cosine_loss, s.clone(), s * 3.0, mask.clone())
-    expect(abs(float(same)) < 1e-5, "vectors that point the same way (one is 3x the other) must "
-           f"give 0: the cosine ignores length. Got {float(same):.3g}.")
+    expect(
+        abs(float(same)) < 1e-5,
+        "vectors that point the same way (one is 3x the other) must "
+        f"give 0: the cosine ignores length. Got {float(same):.3g}.",
+    )
     passed("1 - cos over the hidden dimension, averaged over real tokens only.")
 
 
@@ -131,29 +170,48 @@ def check_student_layers(choose_layers: Callable) -> None:
     for n in (12, 4, 6, 8, 24):
         expected = default_student_layers(n)
         got = run_learner_code(choose_layers, n)
-        expect(isinstance(got, (list, tuple)), f"return a list of layer indices, got {type(got).__name__}.")
+        expect(
+            isinstance(got, (list, tuple)),
+            f"return a list of layer indices, got {type(got).__name__}.",
+        )
         got = [int(i) for i in got]
         if got == expected:
             continue
-        expect(len(got) == len(expected), f"for {n} teacher layers the student has half as many "
-               f"({n} // 2 = {len(expected)}), you return {len(got)}: {got}.")
-        expect(got[0] == 0, f"for {n} layers you return {got}: keep the first layer (index 0), "
-               "right after the copied embeddings it was trained with.")
-        expect(got[-1] == n - 1, f"for {n} layers you return {got}: keep the LAST layer "
-               f"(index {n - 1}) - the copied MLM head was trained on its output.")
+        expect(
+            len(got) == len(expected),
+            f"for {n} teacher layers the student has half as many "
+            f"({n} // 2 = {len(expected)}), you return {len(got)}: {got}.",
+        )
+        expect(
+            got[0] == 0,
+            f"for {n} layers you return {got}: keep the first layer (index 0), "
+            "right after the copied embeddings it was trained with.",
+        )
+        expect(
+            got[-1] == n - 1,
+            f"for {n} layers you return {got}: keep the LAST layer "
+            f"(index {n - 1}) - the copied MLM head was trained on its output.",
+        )
         raise ExerciseError(
             f"for {n} layers you return {got}, expected {expected}: spread them evenly, layer "
             f"i * (n - 1) / (k - 1) rounded to the nearest (half up), for i = 0 .. k - 1."
         )
-    passed("0, 2, 4, 7, 9, 11 for a 12-layer teacher, as in the reference extraction script, and "
-           "the same rule at 4, 6, 8 and 24 layers.")
+    passed(
+        "0, 2, 4, 7, 9, 11 for a 12-layer teacher, as in the reference extraction script, and "
+        "the same rule at 4, 6, 8 and 24 layers."
+    )
 
 
 def _tiny_teacher(pre_layer_norm: bool, seed: int) -> BertForMaskedLM:
     torch.manual_seed(seed)
     config = BertConfig(
-        vocab_size=50, hidden_size=16, num_hidden_layers=6, num_attention_heads=2,
-        intermediate_size=32, max_position_embeddings=20, pre_layer_norm=pre_layer_norm,
+        vocab_size=50,
+        hidden_size=16,
+        num_hidden_layers=6,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=20,
+        pre_layer_norm=pre_layer_norm,
     )
     teacher = BertForMaskedLM(config)
     with torch.no_grad():  # LayerNorms and biases start at 1 / 0: make every tensor distinctive
@@ -162,17 +220,24 @@ def _tiny_teacher(pre_layer_norm: bool, seed: int) -> BertForMaskedLM:
     return teacher.eval()
 
 
-def _hint(name: str, student: DistilBertForMaskedLM, teacher: BertForMaskedLM, layers: list[int]) -> str:
+def _hint(
+    name: str, student: DistilBertForMaskedLM, teacher: BertForMaskedLM, layers: list[int]
+) -> str:
     """Why parameter `name` of the student is not what it should be."""
     if name.startswith("backbone.encoder.layers."):
         i = int(name.split(".")[3])
         rest = name.split(".", 4)[4]
         got = student.get_parameter(name)
-        same = [j for j, layer in enumerate(teacher.backbone.encoder.layers)
-                if torch.equal(layer.get_parameter(rest), got)]
+        same = [
+            j
+            for j, layer in enumerate(teacher.backbone.encoder.layers)
+            if torch.equal(layer.get_parameter(rest), got)
+        ]
         if same:
-            return (f"student layer {i} holds teacher layer {same[0]}, expected teacher layer "
-                    f"{layers[i]} (student layer i copies teacher layer layers[i]).")
+            return (
+                f"student layer {i} holds teacher layer {same[0]}, expected teacher layer "
+                f"{layers[i]} (student layer i copies teacher layer layers[i])."
+            )
         return f"student layer {i} ({rest}) is not a copy of teacher layer {layers[i]}."
     if name.startswith("backbone.embeddings.word_embeddings"):
         return "copy the word embeddings (the MLM decoder shares them: one copy covers both)."
@@ -183,8 +248,10 @@ def _hint(name: str, student: DistilBertForMaskedLM, teacher: BertForMaskedLM, l
     if name.startswith("backbone.encoder.final_norm"):
         return "a pre-LN teacher ends with one more LayerNorm (encoder.final_norm): copy it too."
     if name.startswith("mlm_head"):
-        return ("copy the MLM head too (mlm_head.dense, mlm_head.LayerNorm and the decoder's bias): "
-                "the student then starts predicting tokens as the teacher does.")
+        return (
+            "copy the MLM head too (mlm_head.dense, mlm_head.LayerNorm and the decoder's bias): "
+            "the student then starts predicting tokens as the teacher does."
+        )
     return f"{name} differs from the teacher's."
 
 
@@ -199,15 +266,26 @@ def check_copy_teacher(copy_teacher_weights: Callable) -> None:
         student = DistilBertForMaskedLM(reference.config)
         out = run_learner_code(copy_teacher_weights, teacher, student, list(layers))
         if out is not None:
-            expect(out is student, "modify `student` in place (return nothing or the same student).")
+            expect(
+                out is student, "modify `student` in place (return nothing or the same student)."
+            )
         after = teacher.state_dict()
-        expect(all(torch.equal(before[k], after[k]) for k in before),
-               "the teacher's weights changed: copy FROM the teacher into the student, not the other way.")
+        expect(
+            all(torch.equal(before[k], after[k]) for k in before),
+            "the teacher's weights changed: copy FROM the teacher into the student, not the other way.",
+        )
+        expect(
+            student.mlm_head.decoder.weight is student.backbone.embeddings.word_embeddings.weight,
+            "the student's MLM decoder must stay tied to its word embeddings: copy values into "
+            "the existing tensors instead of replacing the Parameter.",
+        )
         ref_params = dict(reference.named_parameters())
         for name, param in student.named_parameters():
             if not torch.equal(param, ref_params[name]):
-                raise ExerciseError(f"{'pre-LN' if pre_ln else 'post-LN'} teacher, layers={layers}: "
-                                    f"`{name}` is wrong - " + _hint(name, student, teacher, layers))
+                raise ExerciseError(
+                    f"{'pre-LN' if pre_ln else 'post-LN'} teacher, layers={layers}: "
+                    f"`{name}` is wrong - " + _hint(name, student, teacher, layers)
+                )
         teacher_ptrs = {p.data_ptr() for p in teacher.parameters()}
         shared = [n for n, p in student.named_parameters() if p.data_ptr() in teacher_ptrs]
         if shared:
@@ -216,11 +294,10 @@ def check_copy_teacher(copy_teacher_weights: Callable) -> None:
                 "the student would change the teacher. Copy the values (load_state_dict or "
                 ".data.copy_), do not assign the teacher's Parameters or modules."
             )
-        expect(student.mlm_head.decoder.weight is student.backbone.embeddings.word_embeddings.weight,
-               "the student's MLM decoder must stay tied to its word embeddings: copy values into "
-               "the existing tensors instead of replacing the Parameter.")
-    passed("embeddings, the chosen layers, the final LayerNorm and the MLM head copied, "
-           "post-LN and pre-LN, with the teacher untouched and nothing shared.")
+    passed(
+        "embeddings, the chosen layers, the final LayerNorm and the MLM head copied, "
+        "post-LN and pre-LN, with the teacher untouched and nothing shared."
+    )
 
 
 __all__ = [

@@ -35,24 +35,38 @@ def check_position_ids(position_ids: Callable) -> None:
         ids = _position_batch(padding_idx)
         got = run_learner_code(position_ids, ids.clone(), padding_idx)
         expect(isinstance(got, torch.Tensor), f"return a tensor, got {type(got).__name__}.")
-        expect(got.shape == ids.shape,
-               f"return one position per token, shape {tuple(ids.shape)}; got {tuple(got.shape)}.")
-        expect(not got.is_floating_point(),
-               "position ids index an embedding table: return an integer (long) tensor.")
+        expect(
+            got.shape == ids.shape,
+            f"return one position per token, shape {tuple(ids.shape)}; got {tuple(got.shape)}.",
+        )
+        expect(
+            not got.is_floating_point(),
+            "position ids index an embedding table: return an integer (long) tensor.",
+        )
         ref = create_position_ids_from_input_ids(ids, padding_idx)
         if torch.equal(got, ref):
             continue
         real = ids != padding_idx
         arange = torch.arange(ids.shape[1]).expand_as(ids)
         if torch.equal(got, arange):
-            raise ExerciseError("these are BERT's positions 0, 1, 2, ...; RoBERTa's real tokens "
-                                "start at padding_idx + 1 (fairseq's convention).")
+            raise ExerciseError(
+                "these are BERT's positions 0, 1, 2, ...; RoBERTa's real tokens "
+                "start at padding_idx + 1 (fairseq's convention)."
+            )
         if torch.equal(got[real], ref[real] - 1):
-            raise ExerciseError("off by one: the first real token gets padding_idx + 1, not "
-                                "padding_idx (that id is reserved for padding).")
+            raise ExerciseError(
+                "off by one: the first real token gets padding_idx + 1, not "
+                "padding_idx (that id is reserved for padding)."
+            )
+        if torch.equal(got[real], ref[real] + 1):
+            raise ExerciseError(
+                "off by one: the first real token gets padding_idx + 1, not padding_idx + 2."
+            )
         if torch.equal(got[real], ref[real]):
-            raise ExerciseError("real tokens are right, but padding must get position padding_idx "
-                                "(the row of the table that stays zero).")
+            raise ExerciseError(
+                "real tokens are right, but padding must get position padding_idx "
+                "(the row of the table that stays zero)."
+            )
         if padding_idx != 1 and torch.equal(got, create_position_ids_from_input_ids(ids, 1)):
             raise ExerciseError("you assumed padding_idx = 1; use the padding_idx argument.")
         if torch.equal(got, arange + padding_idx + 1) or torch.equal(got[0], ref[0]):
@@ -62,7 +76,9 @@ def check_position_ids(position_ids: Callable) -> None:
                 "the non-padding mask)."
             )
         raise ExerciseError(f"for padding_idx={padding_idx} expected\n{ref}\ngot\n{got}")
-    passed("real tokens count from padding_idx + 1, padding stays at padding_idx, left padding too.")
+    passed(
+        "real tokens count from padding_idx + 1, padding stays at padding_idx, left padding too."
+    )
 
 
 # ----- exercise 2: a dynamic masking collator ----------------------------------------------------
@@ -77,13 +93,17 @@ def _collator_examples(n: int = 64) -> list[list[int]]:
     return [[_CLS, *torch.randint(5, _VOCAB, (k,), generator=g).tolist(), _SEP] for k in lengths]
 
 
-def _call_collator(collate: Callable, examples: list[list[int]],
-                   generator: torch.Generator) -> dict[str, torch.Tensor]:
-    batch = run_learner_code(collate, [list(e) for e in examples], _PAD, _MASK, _VOCAB,
-                             list(_SPECIALS), generator)
+def _call_collator(
+    collate: Callable, examples: list[list[int]], generator: torch.Generator
+) -> dict[str, torch.Tensor]:
+    batch = run_learner_code(
+        collate, [list(e) for e in examples], _PAD, _MASK, _VOCAB, list(_SPECIALS), generator
+    )
     expect(isinstance(batch, dict), f"return a dict of tensors, got {type(batch).__name__}.")
     missing = [k for k in ("input_ids", "attention_mask", "labels") if k not in batch]
-    expect(not missing, f"the batch is missing {missing}; return input_ids, attention_mask, labels.")
+    expect(
+        not missing, f"the batch is missing {missing}; return input_ids, attention_mask, labels."
+    )
     return batch
 
 
@@ -96,53 +116,95 @@ def check_dynamic_collator(collate: Callable) -> None:
     ids, mask, labels = batch["input_ids"], batch["attention_mask"], batch["labels"]
     shape = (len(examples), width)
     for name, t in (("input_ids", ids), ("attention_mask", mask), ("labels", labels)):
-        expect(isinstance(t, torch.Tensor) and tuple(t.shape) == shape,
-               f"{name} must be a tensor padded to the longest example, shape {shape}; got "
-               f"{tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__}.")
+        expect(
+            isinstance(t, torch.Tensor) and tuple(t.shape) == shape,
+            f"{name} must be a tensor padded to the longest example, shape {shape}; got "
+            f"{tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__}.",
+        )
     real = torch.zeros(shape, dtype=torch.bool)
     for i, e in enumerate(examples):
         real[i, : len(e)] = True
-    expect(torch.equal(mask.bool(), real),
-           "attention_mask must be 1 on the real tokens and 0 on the padding.")
+    expect(
+        torch.equal(mask.bool(), real),
+        "attention_mask must be 1 on the real tokens and 0 on the padding.",
+    )
+    if not (labels == IGNORE_INDEX).any():
+        if (ids == IGNORE_INDEX).any():
+            raise ExerciseError(
+                "input_ids and labels are swapped: input_ids holds the (masked) "
+                "tokens the model reads, labels the original ids and -100."
+            )
+        raise ExerciseError(
+            "labels are never -100: set them to -100 wherever a token was NOT "
+            "selected (and on padding); only selected tokens keep their id."
+        )
+    expect(
+        not (ids == IGNORE_INDEX).any(),
+        "input_ids contain -100: that value belongs in labels only.",
+    )
     selected = labels != IGNORE_INDEX
-    specials = torch.isin(torch.stack([torch.tensor(e + [_PAD] * (width - len(e)))
-                                       for e in examples]), torch.tensor(_SPECIALS))
-    expect(not (selected & ~real).any(), "padding was selected for prediction; never mask padding.")
+    specials = torch.isin(
+        torch.stack([torch.tensor(e + [_PAD] * (width - len(e))) for e in examples]),
+        torch.tensor(_SPECIALS),
+    )
+    expect(
+        not (selected & ~real).any(),
+        "padding was selected for prediction (its label is not "
+        "-100): never mask padding, and give padding the label -100.",
+    )
     expect(bool((ids[~real] == _PAD).all()), "pad with pad_token_id after each example.")
-    expect(not (selected & specials).any(), "<s> and </s> were selected; never mask special tokens.")
+    expect(
+        not (selected & specials).any(), "<s> and </s> were selected; never mask special tokens."
+    )
     original = torch.full(shape, _PAD)
     for i, e in enumerate(examples):
         original[i, : len(e)] = torch.tensor(e)
-    expect(torch.equal(labels[selected], original[selected]),
-           "labels must hold the original token where selected (and -100 elsewhere).")
+    expect(
+        torch.equal(labels[selected], original[selected]),
+        "labels must hold the original token where selected (and -100 elsewhere).",
+    )
     expect(torch.equal(ids[~selected], original[~selected]), "unselected tokens must not change.")
     rate = selected.sum().item() / (real & ~specials).sum().item()
-    expect(abs(rate - 0.15) < 0.03, f"{rate:.1%} of the eligible tokens were selected; expected 15%.")
+    expect(
+        abs(rate - 0.15) < 0.03, f"{rate:.1%} of the eligible tokens were selected; expected 15%."
+    )
     to_mask = (ids[selected] == _MASK).float().mean().item()
-    expect(abs(to_mask - 0.8) < 0.08,
-           f"{to_mask:.0%} of the selected tokens became <mask>; RoBERTa keeps BERT's 80/10/10.")
+    expect(
+        abs(to_mask - 0.8) < 0.08,
+        f"{to_mask:.0%} of the selected tokens became <mask>; RoBERTa keeps BERT's 80/10/10.",
+    )
 
     # Dynamic: the next call (same generator, next epoch) draws new masks ...
     again = _call_collator(collate, examples, torch.Generator().manual_seed(0))
-    expect(torch.equal(again["labels"], labels) and torch.equal(again["input_ids"], ids),
-           "two generators with the same seed gave different masks: draw every random number "
-           "from `generator` (pass generator=... to torch.rand / torch.randint), so runs repeat.")
+    expect(
+        torch.equal(again["labels"], labels) and torch.equal(again["input_ids"], ids),
+        "two generators with the same seed gave different masks: draw every random number "
+        "from `generator` (pass generator=... to torch.rand / torch.randint), so runs repeat.",
+    )
     shared = torch.Generator().manual_seed(0)
     first = _call_collator(collate, examples, shared)["labels"] != IGNORE_INDEX
     second = _call_collator(collate, examples, shared)["labels"] != IGNORE_INDEX
-    expect(not torch.equal(first, second),
-           "two calls with the same generator gave the same masks: that is static masking. "
-           "Do not re-seed inside the collator; keep drawing from the generator you are given.")
+    expect(
+        not torch.equal(first, second),
+        "two calls with the same generator gave the same masks: that is static masking. "
+        "Do not re-seed inside the collator; keep drawing from the generator you are given.",
+    )
     overlap = (first & second).sum().item() / max(first.sum().item(), 1)
-    passed(f"padding, 15% selection and 80/10/10 are right, and a second epoch re-masks: only "
-           f"{overlap:.0%} of the selected positions were selected again (about 15% by chance).")
+    passed(
+        f"padding, 15% selection and 80/10/10 are right, and a second epoch re-masks: only "
+        f"{overlap:.0%} of the selected positions were selected again (about 15% by chance)."
+    )
 
 
 # ----- exercise 3: FULL-SENTENCES packing --------------------------------------------------------
 
 
-def reference_full_sentences(documents: Sequence[Sequence[Sequence[int]]], budget: int,
-                             sep_id: int, cross_documents: bool = True) -> list[list[int]]:
+def reference_full_sentences(
+    documents: Sequence[Sequence[Sequence[int]]],
+    budget: int,
+    sep_id: int,
+    cross_documents: bool = True,
+) -> list[list[int]]:
     """Greedy packing of whole sentences into blocks of <= budget tokens (no <s>/</s>).
 
     Crossing into the next document adds `sep_id` when there is room for it and one more token
@@ -161,7 +223,7 @@ def reference_full_sentences(documents: Sequence[Sequence[Sequence[int]]], budge
                 block.append(sep_id)
         for sentence in doc:
             for start in range(0, len(sentence), budget):
-                piece = list(sentence[start:start + budget])
+                piece = list(sentence[start : start + budget])
                 if len(block) + len(piece) > budget:
                     blocks.append(block)
                     block = []
@@ -189,49 +251,72 @@ def check_full_sentences(pack: Callable) -> None:
     whole sentences, up to `budget` tokens, crossing documents with `sep_id` between them."""
     docs, budget, sep = _packing_documents(), 24, 2
     got = run_learner_code(pack, [[list(s) for s in d] for d in docs], budget, sep)
-    expect(isinstance(got, list) and all(isinstance(b, list) for b in got),
-           "return a list of blocks, each a list of token ids.")
+    expect(
+        isinstance(got, list) and all(isinstance(b, list) for b in got),
+        "return a list of blocks, each a list of token ids.",
+    )
     got = [[int(t) for t in b] for b in got]
     ref = reference_full_sentences(docs, budget, sep)
     if got == ref:
-        passed(f"{len(ref)} blocks of <= {budget} tokens, sentences whole, documents joined by "
-               f"the separator.")
+        passed(
+            f"{len(ref)} blocks of <= {budget} tokens, sentences whole, documents joined by "
+            f"the separator."
+        )
         return
     too_long = [i for i, b in enumerate(got) if len(b) > budget]
     expect(not too_long, f"block {too_long[:3]} has more than budget={budget} tokens.")
     text = [t for d in docs for s in d for t in s]
     kept = [t for b in got for t in b if t != sep]
-    expect(len(kept) >= len(text),
-           f"{len(text) - len(kept)} tokens are missing: a sentence longer than the budget must "
-           "be cut into budget-sized pieces, not dropped.")
+    expect(
+        len(kept) >= len(text),
+        f"{len(text) - len(kept)} tokens are missing: a sentence longer than the budget must "
+        "be cut into budget-sized pieces, not dropped.",
+    )
     if got == reference_full_sentences(docs, budget, sep, cross_documents=False):
-        raise ExerciseError("you start a new block at every document: that is DOC-SENTENCES. "
-                            "FULL-SENTENCES keeps filling the block across the boundary, with "
-                            "sep_id between the documents.")
+        raise ExerciseError(
+            "you start a new block at every document: that is DOC-SENTENCES. "
+            "FULL-SENTENCES keeps filling the block across the boundary, with "
+            "sep_id between the documents."
+        )
     if sep not in {t for b in got for t in b}:
-        raise ExerciseError("no separator: when a block crosses into the next document, put "
-                            "sep_id between them so the model can tell the documents apart.")
+        raise ExerciseError(
+            "no separator: when a block crosses into the next document, put "
+            "sep_id between them so the model can tell the documents apart."
+        )
     stream = [t for b in got for t in b]
     if all(len(b) == budget for b in got[:-1]):
-        raise ExerciseError("every block is exactly full, so sentences are cut at block "
-                            "boundaries; move a sentence that does not fit to the next block "
-                            "whole (only a sentence longer than the budget is cut).")
+        raise ExerciseError(
+            "every block is exactly full, so sentences are cut at block "
+            "boundaries; move a sentence that does not fit to the next block "
+            "whole (only a sentence longer than the budget is cut)."
+        )
     if stream != [t for b in ref for t in b]:
-        raise ExerciseError("the tokens are not in reading order (documents in order, a "
-                            "separator between consecutive documents).")
-    raise ExerciseError(f"the blocks are cut differently: expected block lengths "
-                        f"{[len(b) for b in ref]}, got {[len(b) for b in got]} (a block closes "
-                        "when the next sentence would not fit; the separator needs room for "
-                        "itself and one more token).")
+        raise ExerciseError(
+            "the tokens are not in reading order (documents in order, a "
+            "separator between consecutive documents)."
+        )
+    raise ExerciseError(
+        f"the blocks are cut differently: expected block lengths "
+        f"{[len(b) for b in ref]}, got {[len(b) for b in got]} (a block closes "
+        "when the next sentence would not fit; the separator needs room for "
+        "itself and one more token)."
+    )
 
 
 # ----- exercise 4: gradient accumulation ---------------------------------------------------------
 
 
 def _accumulation_setup(seed: int = 0) -> tuple[RobertaForMaskedLM, list[dict[str, torch.Tensor]]]:
-    config = RobertaConfig(vocab_size=120, hidden_size=32, num_hidden_layers=2,
-                           num_attention_heads=2, intermediate_size=64, max_position_embeddings=40,
-                           hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    config = RobertaConfig(
+        vocab_size=120,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=40,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
     torch.manual_seed(seed)
     model = RobertaForMaskedLM(config)
     g = torch.Generator().manual_seed(seed + 1)
@@ -247,14 +332,19 @@ def _accumulation_setup(seed: int = 0) -> tuple[RobertaForMaskedLM, list[dict[st
         k = (1, 2, 6)[row // 4]
         cols = torch.randperm(12, generator=g)[:k] + 1
         labels[row, cols] = ids[row, cols]
-    micro = [dict(input_ids=ids[i:i + 4], attention_mask=attention[i:i + 4],
-                  labels=labels[i:i + 4]) for i in range(0, 12, 4)]
+    micro = [
+        dict(
+            input_ids=ids[i : i + 4], attention_mask=attention[i : i + 4], labels=labels[i : i + 4]
+        )
+        for i in range(0, 12, 4)
+    ]
     return model, micro
 
 
 def _gradients(model: torch.nn.Module) -> list[torch.Tensor]:
-    return [p.grad.clone() if p.grad is not None else torch.zeros_like(p)
-            for p in model.parameters()]
+    return [
+        p.grad.clone() if p.grad is not None else torch.zeros_like(p) for p in model.parameters()
+    ]
 
 
 def _max_diff(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
@@ -281,13 +371,17 @@ def check_gradient_accumulation(accumulate: Callable) -> None:
     model.zero_grad()
     run_learner_code(accumulate, model, [dict(m) for m in micro])
     got = _gradients(model)
-    expect(any(g.abs().sum() > 0 for g in got),
-           "no gradients: call .backward() on each micro-batch's (scaled) loss.")
+    expect(
+        any(g.abs().sum() > 0 for g in got),
+        "no gradients: call .backward() on each micro-batch's (scaled) loss.",
+    )
     scale = max(g.abs().max().item() for g in reference)
     if _max_diff(got, reference) <= 1e-5 * scale:
-        passed(f"max |difference| from the big-batch gradient {_max_diff(got, reference):.1e}; "
-               f"the naive average of micro-batch means would be off by "
-               f"{_max_diff(mean_of_means, reference):.1e}.")
+        passed(
+            f"max |difference| from the big-batch gradient {_max_diff(got, reference):.1e}; "
+            f"the naive average of micro-batch means would be off by "
+            f"{_max_diff(mean_of_means, reference):.1e}."
+        )
         return
     if _max_diff(got, mean_of_means) <= 1e-5 * scale:
         raise ExerciseError(
@@ -297,12 +391,18 @@ def check_gradient_accumulation(accumulate: Callable) -> None:
             "tokens of the big batch)."
         )
     if _max_diff(got, sum_of_means) <= 1e-5 * scale:
-        raise ExerciseError("the gradients are the SUM of the micro-batch gradients, about "
-                            f"{len(micro)} times too large: scale each loss before backward().")
-    if _max_diff(got, naive[-1]) <= 1e-5 * scale or _max_diff(got, [g / len(micro) for g in
-                                                                    naive[-1]]) <= 1e-5 * scale:
-        raise ExerciseError("only the last micro-batch's gradient is left: do not zero the "
-                            "gradients between micro-batches (they must add up).")
+        raise ExerciseError(
+            "the gradients are the SUM of the micro-batch gradients, about "
+            f"{len(micro)} times too large: scale each loss before backward()."
+        )
+    if (
+        _max_diff(got, naive[-1]) <= 1e-5 * scale
+        or _max_diff(got, [g / len(micro) for g in naive[-1]]) <= 1e-5 * scale
+    ):
+        raise ExerciseError(
+            "only the last micro-batch's gradient is left: do not zero the "
+            "gradients between micro-batches (they must add up)."
+        )
     raise ExerciseError(
         f"the gradients differ from the big batch's by up to {_max_diff(got, reference):.2e}. "
         "Scale each micro-batch loss by (its masked tokens) / (all masked tokens), call "
