@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -17,6 +18,11 @@ ACTIVATIONS = ("gelu", "gelu_new", "relu", "silu", "tanh")
 def _require(ok: bool, name: str, value: Any, valid: str) -> None:
     if not ok:
         raise ValueError(f"{name}={value!r} is invalid: {valid}.")
+
+
+def _is_number(value: Any) -> bool:
+    """A finite int or float, not a bool or a string such as "0.02"."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 @dataclass
@@ -73,13 +79,17 @@ class BertConfig:
                 "expected a positive integer",
             )
         _require(
-            isinstance(self.type_vocab_size, int) and self.type_vocab_size >= 0,
+            isinstance(self.type_vocab_size, int)
+            and not isinstance(self.type_vocab_size, bool)
+            and self.type_vocab_size >= 0,
             "type_vocab_size",
             self.type_vocab_size,
             "expected an integer >= 0 (0 means no segment embeddings)",
         )
         if self.hidden_size % self.num_attention_heads:
-            divisors = [h for h in range(1, min(self.hidden_size, 64) + 1) if self.hidden_size % h == 0]
+            divisors = [
+                h for h in range(1, min(self.hidden_size, 64) + 1) if self.hidden_size % h == 0
+            ]
             raise ValueError(
                 f"hidden_size={self.hidden_size} is not divisible by "
                 f"num_attention_heads={self.num_attention_heads}: each head gets "
@@ -87,20 +97,32 @@ class BertConfig:
                 f"hidden size include {divisors}."
             )
         _require(
-            self.hidden_act in ACTIVATIONS, "hidden_act", self.hidden_act, f"expected one of {ACTIVATIONS}"
+            isinstance(self.hidden_act, str) and self.hidden_act in ACTIVATIONS,
+            "hidden_act",
+            self.hidden_act,
+            f"expected one of {ACTIVATIONS}",
         )
         for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
             value = getattr(self, name)
             _require(
-                isinstance(value, (int, float)) and 0.0 <= value < 1.0,
+                _is_number(value) and 0.0 <= value < 1.0,
                 name,
                 value,
                 "expected a probability in [0, 1)",
             )
-        _require(self.initializer_range > 0, "initializer_range", self.initializer_range, "expected > 0")
-        _require(self.layer_norm_eps > 0, "layer_norm_eps", self.layer_norm_eps, "expected > 0")
+        for name in ("initializer_range", "layer_norm_eps"):
+            value = getattr(self, name)
+            _require(_is_number(value) and value > 0, name, value, "expected a finite number > 0")
         _require(
-            isinstance(self.pad_token_id, int) and 0 <= self.pad_token_id < self.vocab_size,
+            isinstance(self.pre_layer_norm, bool),
+            "pre_layer_norm",
+            self.pre_layer_norm,
+            "expected True or False",
+        )
+        _require(
+            isinstance(self.pad_token_id, int)
+            and not isinstance(self.pad_token_id, bool)
+            and 0 <= self.pad_token_id < self.vocab_size,
             "pad_token_id",
             self.pad_token_id,
             f"expected an id in [0, vocab_size={self.vocab_size})",
@@ -146,4 +168,3 @@ class BertConfig:
         if unknown:
             raise ValueError(f"unknown config fields {unknown}; valid fields are {sorted(names)}.")
         return cls(**data)
-

@@ -48,7 +48,25 @@ def task_of(model_class: str | type) -> str:
 
 
 def count_parameters(config: Any, model_class: str | type = "BertModel") -> dict[str, int]:
-    """Per-component parameter counts and their `total` for `model_class` built from `config`."""
+    """Per-component parameter counts and their `total` for `model_class` built from `config`.
+
+    `config` is a config object (e.g. BertConfig(...)) or its `to_dict()` (with "model_type").
+    """
+    if isinstance(config, dict):
+        from course_lib.models import config_from_dict
+
+        config = config_from_dict(config)
+    if not hasattr(config, "model_type") and hasattr(getattr(config, "config", None), "model_type"):
+        raise TypeError(
+            f"count_parameters needs a config, got a {type(config).__name__} model; pass "
+            "model.config (or count the model itself with sum(p.numel() for p in "
+            "model.parameters()))."
+        )
+    if not hasattr(config, "model_type"):
+        raise TypeError(
+            f"count_parameters needs a model config such as BertConfig(...) (or its to_dict()), "
+            f"got {type(config).__name__}."
+        )
     counter = _COUNTERS.get(config.model_type)
     if counter is None:
         raise ValueError(
@@ -91,7 +109,8 @@ def count_bert(config: BertConfig, task: str) -> dict[str, int]:
     feed-forward H -> I -> H (2HI + I + H); two LayerNorms per layer plus one after embeddings."""
     h, n_layers, inter = config.hidden_size, config.num_hidden_layers, config.intermediate_size
     return {
-        "embeddings": (config.vocab_size + config.max_position_embeddings + config.type_vocab_size) * h,
+        "embeddings": (config.vocab_size + config.max_position_embeddings + config.type_vocab_size)
+        * h,
         "attention": n_layers * 4 * linear(h, h),
         "feed_forward": n_layers * (linear(h, inter) + linear(inter, h)),
         "layer_norm": layer_norm(h) * (1 + 2 * n_layers + (1 if config.pre_layer_norm else 0)),

@@ -1,4 +1,4 @@
-"""The machinery behind from_transformers / to_transformers: explicit key tables with shape asserts.
+"""The machinery behind from_transformers / to_transformers: explicit key tables with shape checks.
 
 Each family registers a `Conversion`: which transformers class matches which course_lib class,
 how configs translate, and a table of (course_lib key, transformers key) pairs. Nothing is
@@ -47,35 +47,58 @@ def _copy(
     return out
 
 
-def _load_exact(model: nn.Module, state: dict[str, torch.Tensor], ignore: set[str] = frozenset()) -> None:
-    """Copy `state` into `model`, asserting that every key and every shape matches."""
+def _load_exact(
+    model: nn.Module, state: dict[str, torch.Tensor], ignore: set[str] = frozenset()
+) -> None:
+    """Copy `state` into `model`; every key and every shape must match (ValueError otherwise)."""
     target = model.state_dict()
     missing = sorted(set(target) - set(state) - set(ignore))
     unexpected = sorted(set(state) - set(target))
-    assert not missing and not unexpected, f"missing keys {missing}, unexpected keys {unexpected}"
+    if missing or unexpected:
+        raise ValueError(f"missing keys {missing}, unexpected keys {unexpected}")
     for key, value in state.items():
-        assert target[key].shape == value.shape, (
-            f"{key}: shape {tuple(value.shape)} does not fit {tuple(target[key].shape)}"
-        )
+        if target[key].shape != value.shape:
+            raise ValueError(
+                f"{key}: shape {tuple(value.shape)} does not fit {tuple(target[key].shape)}"
+            )
     with torch.no_grad():
         for key, value in state.items():
             target[key].copy_(value)
 
 
-def from_transformers(hf_model: nn.Module) -> nn.Module:
-    """The course_lib model equivalent to `hf_model` (a transformers model), with its weights."""
+def from_transformers(hf_model: nn.Module, config: Any = None) -> nn.Module:
+    """The course_lib model equivalent to `hf_model` (a transformers model), with its weights.
+
+    `config`: our config to build, when known (an exported model records it); by default it
+    is translated from `hf_model.config`.
+    """
     name = type(hf_model).__name__
     conv = _BY_HF.get(name)
     if conv is None:
-        raise ValueError(f"no conversion for transformers class {name}; supported: {sorted(_BY_HF)}.")
-    config = conv.config_from_hf(hf_model.config)
+        raise ValueError(
+            f"no conversion for transformers class {name}; supported: {sorted(_BY_HF)}."
+        )
+    if config is None:
+        hf_config = hf_model.config
+    # A decoder (causal attention) or a model with cross-attention layers computes something
+    # else than the bidirectional encoder course_lib builds: converting it would silently change
+    # its outputs, so it is refused.
+    if getattr(hf_config, "is_decoder", False) or getattr(hf_config, "add_cross_attention", False):
+        what = "is_decoder=True" if getattr(hf_config, "is_decoder", False) else "cross-attention"
+        raise ValueError(
+            f"this {name} is configured as a decoder ({what}); course_lib models are "
+            "bidirectional encoders without cross-attention, so it has no equivalent. Load it "
+            "with is_decoder=False, add_cross_attention=False to convert the encoder."
+        )
+    config = conv.config_from_hf(hf_config)
     model = conv.ours(config)
     hf_state = hf_model.state_dict()
     table = conv.key_table(config)
     aliases = conv.hf_aliases(config)
     used = {theirs for _, theirs in table} | set(aliases)
     leftover = sorted(k for k in hf_state if k not in used)
-    assert not leftover, f"transformers weights not covered by the key table: {leftover}"
+    if leftover:
+        raise ValueError(f"transformers weights not covered by the key table: {leftover}")
     state = _copy(hf_state, table, reverse=False)
     tied = {k for k in model.state_dict() if k not in state}  # tied aliases on our side
     _load_exact(model, state, ignore=tied)

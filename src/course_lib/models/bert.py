@@ -11,7 +11,7 @@ from torch import Tensor, nn
 
 from course_lib.config import BertConfig
 from course_lib.models.base import PreTrainedEncoder
-from course_lib.models.inputs import check_inputs
+from course_lib.models.inputs import check_inputs, check_labels
 from course_lib.models.outputs import ModelOutput
 from course_lib.modules.embeddings import BertEmbeddings
 from course_lib.modules.encoder import Encoder
@@ -80,6 +80,7 @@ def masked_lm_loss(
     selected = labels != -100
     logits = head(hidden[selected])
     targets = labels[selected]
+    check_labels(targets, logits.shape[-1])  # CPU only: no device sync on the hot path
     if targets.numel() == 0:  # nothing masked in this batch: a zero loss that still backpropagates
         return logits.sum() * 0.0, logits, selected.nonzero()
     return F.cross_entropy(logits.float(), targets), logits, selected.nonzero()

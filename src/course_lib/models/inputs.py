@@ -19,7 +19,9 @@ def check_inputs(
         raise ValueError(f"input_ids must be a torch.Tensor, got {type(input_ids).__name__}.")
     if input_ids.dim() != 2:
         hint = " Add a batch dimension with input_ids.unsqueeze(0)." if input_ids.dim() == 1 else ""
-        raise ValueError(f"input_ids must be [batch, seq], got shape {tuple(input_ids.shape)}.{hint}")
+        raise ValueError(
+            f"input_ids must be [batch, seq], got shape {tuple(input_ids.shape)}.{hint}"
+        )
     if input_ids.dtype.is_floating_point or input_ids.dtype == torch.bool:
         raise ValueError(f"input_ids must hold integer token ids, got dtype {input_ids.dtype}.")
     seq_len = input_ids.shape[1]
@@ -51,3 +53,25 @@ def check_inputs(
                 f"token_type_ids contain {high if high >= n_types else low}, but the model has "
                 f"type_vocab_size={n_types} segment types (valid ids 0..{max(n_types, 1) - 1})."
             )
+
+
+def check_labels(labels: Tensor, num_classes: int, what: str = "labels") -> None:
+    """Raise ValueError for a label outside [0, num_classes) other than -100 (ignored).
+
+    Checked on CPU tensors only: there it costs a min/max over a few hundred targets, while on
+    an accelerator it would wait for the device at every step (and CUDA reports such a label
+    itself, as a device-side assert).
+    """
+    if labels.device.type != "cpu" or labels.numel() == 0:
+        return
+    kept = labels[labels != -100]
+    if kept.numel() == 0:
+        return
+    low, high = int(kept.min()), int(kept.max())
+    if low < 0 or high >= num_classes:
+        bad = low if low < 0 else high
+        raise ValueError(
+            f"{what} contain {bad}, outside [0, {num_classes}) (use -100 where no prediction is "
+            f"wanted); was the tokenizer trained with a larger vocabulary than the model's "
+            f"vocab_size={num_classes}?"
+        )
