@@ -78,8 +78,7 @@ def from_transformers(hf_model: nn.Module, config: Any = None) -> nn.Module:
         raise ValueError(
             f"no conversion for transformers class {name}; supported: {sorted(_BY_HF)}."
         )
-    if config is None:
-        hf_config = hf_model.config
+    hf_config = hf_model.config
     # A decoder (causal attention) or a model with cross-attention layers computes something
     # else than the bidirectional encoder course_lib builds: converting it would silently change
     # its outputs, so it is refused.
@@ -90,7 +89,8 @@ def from_transformers(hf_model: nn.Module, config: Any = None) -> nn.Module:
             "bidirectional encoders without cross-attention, so it has no equivalent. Load it "
             "with is_decoder=False, add_cross_attention=False to convert the encoder."
         )
-    config = conv.config_from_hf(hf_config)
+    if config is None:
+        config = conv.config_from_hf(hf_config)
     model = conv.ours(config)
     hf_state = hf_model.state_dict()
     table = conv.key_table(config)
