@@ -56,6 +56,9 @@ def test_sop_vs_nsp_fast(tmp_path):
         per_seed = [r["probe"]["nsp"]["accuracy"] for r in results["runs"]
                     if r["objective"] == objective]
         assert entry["probe_nsp"]["mean"] == pytest.approx(sum(per_seed) / len(per_seed))
+        majority = results["data"]["majority_baseline"]["nsp"]
+        assert entry["minus_majority"]["probe_nsp"]["per_seed"] == pytest.approx(
+            [a - majority for a in per_seed])
     # the topic-only reference is order-blind; both baselines are accuracies
     assert all(is_fraction(v) for v in results["overlap_baseline"].values())
     assert results["paper"]["sop"]["nsp"] == 78.9 and results["paper"]["nsp"]["sop"] == 52.0
@@ -108,6 +111,11 @@ def test_sharing_ablation_fast(tmp_path):
     assert summary["attention, E=32"]["parameters"] < summary["none, E=32"]["parameters"]
     assert summary["all, E=16"]["parameters"] < summary["all, E=64"]["parameters"]
     assert summary["all, E=32"]["loss_minus_all_E32"]["mean"] == 0.0
+    assert summary["all, E=32"]["loss_minus_all_E32"]["beyond_noise"] is False
+    for label, entry in summary.items():  # paired by seed against all, E=32
+        mine = {r["seed"]: r["eval_mlm_loss"] for r in results["runs"] if r["config"] == label}
+        ref = {r["seed"]: r["eval_mlm_loss"] for r in results["runs"] if r["config"] == "all, E=32"}
+        assert entry["loss_minus_all_E32"]["per_seed"] == pytest.approx([mine[s] - ref[s] for s in mine])
     for entry in summary.values():
         assert math.isfinite(entry["eval_mlm_loss"]["mean"]) and entry["eval_mlm_loss"]["n"] == len(seeds)
     assert 0 < results["data"]["unigram_loss"] < math.log(results["data"]["vocab_size"]) + 1

@@ -35,6 +35,9 @@ def check_payload(payload: dict) -> None:
             assert s["pretrained_mean"] == pytest.approx(statistics.fmean(arm["pretrained"]))
             assert s["random_mean"] == pytest.approx(statistics.fmean(arm["random"]))
             assert s["separated"] == (min(arm["pretrained"]) > max(arm["random"]))
+            gaps = [p - r for p, r in zip(arm["pretrained"], arm["random"])]  # same seed order
+            assert s["gap_mean"] == pytest.approx(statistics.fmean(gaps))
+            assert s["verdict"].startswith("beyond noise" if s["beyond_noise"] else "within noise")
 
 
 @pytest.mark.slow

@@ -86,15 +86,18 @@ def test_statistics(ablation):
     assert summary["full"]["loss"]["std"] == pytest.approx(0.1)  # sample std (n - 1)
     paired = ablation.paired_comparison(consistent, "-EMD", "loss")
     assert paired["diff"]["mean"] == pytest.approx(0.2 + 0.01 / 3)
-    assert paired["exceeds_seed_noise"] and paired["same_sign_all_seeds"]
-    assert paired["t_critical_95"] == pytest.approx(4.303)
+    # diffs 0.20, 0.21, 0.20: t = 0.2033 / (0.00577 / sqrt 3) = 61.0, df 2, p = 0.00027
+    assert paired["t"] == pytest.approx(61.0, abs=0.05) and paired["p"] < 0.001
+    assert paired["beyond_noise"] and paired["exceeds_seed_noise"] and paired["same_sign_all_seeds"]
+    assert paired["verdict"].startswith("beyond noise")
     # the same mean difference, but inconsistent across seeds: within the noise
     noisy = consistent[:3] + [
         {"arm": "-EMD", "seed": s, "loss": 5.0 + 0.1 * s + d} for s, d in enumerate((0.9, -0.4, 0.1))
     ]
     paired = ablation.paired_comparison(noisy, "-EMD", "loss")
     assert paired["diff"]["mean"] == pytest.approx(0.2)
-    assert not paired["exceeds_seed_noise"] and not paired["same_sign_all_seeds"]
+    assert not paired["beyond_noise"] and not paired["same_sign_all_seeds"]
+    assert paired["agree"] == 2 and paired["p"] > 0.5
 
 
 def test_fast_mode_writes_well_formed_results(ablation, tmp_path):

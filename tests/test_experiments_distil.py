@@ -85,3 +85,11 @@ def test_statistics_helpers():
     assert stats == {"mean": 2.0, "std": 1.0, "n": 3}
     d = distil_common.difference_vs_noise([1.0, 2.0, 3.0], [0.0, 1.0, 2.0])
     assert d["diff"] == 1.0 and d["se"] == pytest.approx(math.sqrt(2 / 3)) and d["z"] == pytest.approx(1 / math.sqrt(2 / 3))
+    d = distil_common.difference_vs_noise([0.0, 1.0, 2.0], [1.0, 2.0, 3.0])
+    assert d["z"] == pytest.approx(-1 / math.sqrt(2 / 3))  # signed, like the difference
+    # Paired by seed: the same shift in every seed is beyond noise however large the spread.
+    c = distil_common.paired_comparison({0: 1.0, 1: 2.0, 2: 3.1}, {0: 0.0, 1: 1.0, 2: 2.0})
+    assert c["diff"] == pytest.approx(1.0333, abs=1e-4) and c["agree"] == 3
+    t = c["t"]  # 1.0333 / (0.0577 / sqrt 3) = 31.0; with 2 degrees of freedom p = 1 - t / sqrt(2 + t^2)
+    assert t == pytest.approx(31.0, abs=0.05) and c["p"] == pytest.approx(1 - t / math.sqrt(2 + t * t))
+    assert c["beyond_noise"] and c["exceeds_noise"]

@@ -76,7 +76,9 @@ def test_summary_and_comparisons_match_the_runs(fast_run):
         b = {r["seed"]: r[c["metric"]] for r in runs if r["arm"] == c["b"]}
         diffs = [b[s] - a[s] for s in a]
         assert c["diff_b_minus_a"]["mean"] == pytest.approx(statistics.fmean(diffs))
-        assert c["t_critical_95"] == 12.706  # 2 seeds: df = 1
+        assert c["df"] == 1  # 2 seeds
+        assert c["per_seed"] == pytest.approx([b[s] - a[s] for s in a])
+        assert c["beyond_noise"] == (c["p"] is not None and c["p"] < 0.05)  # 2 seeds: both agree or p >= 0.05
 
 
 @pytest.mark.slow
@@ -134,7 +136,9 @@ def test_paired_comparison_by_hand():
     assert c["diff_b_minus_a"]["std"] == pytest.approx(statistics.stdev(diffs))
     t = statistics.fmean(diffs) / (statistics.stdev(diffs) / math.sqrt(3))
     assert c["t"] == pytest.approx(t) and t == pytest.approx(6.047, abs=1e-3)
-    assert c["t_critical_95"] == 4.303 and c["exceeds_seed_noise"] and c["same_sign_all_seeds"]
+    # two-sided p of t = 6.047 with 2 degrees of freedom: 1 - t / sqrt(2 + t^2)
+    assert c["df"] == 2 and c["p"] == pytest.approx(1 - t / math.sqrt(2 + t * t))
+    assert c["beyond_noise"] and c["exceeds_seed_noise"] and c["same_sign_all_seeds"]
 
 
 def test_paired_comparison_within_noise_and_unpaired_seeds():
@@ -142,7 +146,7 @@ def test_paired_comparison_within_noise_and_unpaired_seeds():
     runs += [{"arm": "b", "seed": s, "m": v} for s, v in enumerate([1.2, 1.9, 3.1])]
     c = common.paired_comparison(runs, "a", "b", "m")  # seed 3 has no partner: left out
     assert c["diff_b_minus_a"]["n"] == 3
-    assert not c["exceeds_seed_noise"] and not c["same_sign_all_seeds"]
+    assert not c["beyond_noise"] and not c["same_sign_all_seeds"]
 
 
 def test_json_output_has_no_nan_and_no_absolute_paths(tmp_path):

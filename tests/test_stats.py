@@ -138,3 +138,9 @@ def test_bad_arguments_name_the_fix():
         stats.sign_agreement([1.0], 0)
     with pytest.raises(ValueError, match="at least 2 seeds"):
         stats.paired_t([1.0])
+
+
+def test_p_values_print_with_two_significant_digits():
+    assert stats.format_p(0.01234) == "= 0.012"
+    assert stats.format_p(0.0004) == "< 0.001"
+    assert "p < 0.001" in stats.compare([1.0, 1.01, 0.99, 1.0], 0.0)["verdict"]

@@ -35,6 +35,7 @@ import torch
 
 from course_lib.data import build_pretraining_dataset, load_builtin_corpus
 from course_lib.data.tasks import build_task
+from course_lib.stats import RULE, compare
 from course_lib.training import Trainer, TrainingConfig
 from course_lib.training.finetune import finetune, task_model
 from course_lib.training.recipes import TINY, prepare_run
@@ -91,6 +92,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "auto"))
     p.add_argument("--out", type=Path, default=RESULTS)
+    p.add_argument("--restat", action="store_true",
+                   help="only recompute the summary of <out>/finetune_comparison.json from its "
+                        "per-seed runs (no training)")
     return p.parse_args(argv)
 
 
@@ -143,24 +147,28 @@ def finetune_one(setting: Setting, task: Any, init: str, pretrained: Any, seed: 
 
 
 def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Mean ± std over seeds per setting and init, the paired gap, and whether it exceeds the
-    seed noise (every pretrained seed beats every random one)."""
+    """Mean ± std over seeds per setting and init, and the gap pretrained - random paired by seed
+    (same seed: same head initialisation, data order and dropout), judged by the course's one
+    rule for "beyond seed noise" (course_lib.stats). `separated`: every pretrained seed beats
+    every random one (a fact about the runs, not the verdict)."""
     summary: dict[str, Any] = {}
     for setting in SETTINGS:
         summary[setting.key] = {}
         for metric in setting.metrics:
-            arms = {init: [r[metric] for r in runs
-                           if r["setting"] == setting.key and r["init"] == init]
+            arms = {init: {r["seed"]: r[metric] for r in runs
+                           if r["setting"] == setting.key and r["init"] == init}
                     for init in INITS}
             if not all(arms.values()):
                 continue
-            (pm, ps), (rm, rs) = mean_std(arms["pretrained"]), mean_std(arms["random"])
-            dm, ds = mean_std([p - r for p, r in zip(arms["pretrained"], arms["random"])])
+            (pm, ps), (rm, rs) = (mean_std(list(arms[i].values())) for i in INITS)
+            gap = compare(arms["pretrained"], arms["random"])
             summary[setting.key][metric] = {
                 "pretrained_mean": pm, "pretrained_std": ps,
                 "random_mean": rm, "random_std": rs,
-                "gap_mean": dm, "gap_std": ds,
-                "separated": min(arms["pretrained"]) > max(arms["random"]),
+                "gap_mean": gap["mean"], "gap_std": gap["std"],
+                "gap_t": gap["t"], "gap_p": gap["p"], "gap_agree": gap["agree"],
+                "beyond_noise": gap["beyond_noise"], "verdict": gap["verdict"],
+                "separated": min(arms["pretrained"].values()) > max(arms["random"].values()),
             }
     return summary
 
@@ -216,6 +224,14 @@ def plot(payload: dict[str, Any], path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
+    if args.restat:
+        path = args.out / f"{NAME}.json"
+        payload = json.loads(path.read_text())
+        payload["summary"] = summarize(payload["runs"])
+        payload["noise_rule"] = RULE
+        path.write_text(json.dumps(payload, indent=1))
+        print(f"recomputed the summary of {path} ({RULE})")
+        return payload
     torch.set_num_threads(args.threads)
     fast = args.fast
     seeds = list(range(args.seeds or (2 if fast else 3)))
@@ -291,6 +307,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                       if task.kind != "qa"},
         "runs": runs,
         "summary": summary,
+        "noise_rule": RULE,
         "paper": PAPER,
         "command": "python " + " ".join(shlex.quote(a) for a in
                                         ["experiments/01_bert/finetune_comparison.py",
@@ -310,8 +327,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for metric, s in metrics.items():
             print(f"  {key:16s} {metric:12s} {s['pretrained_mean']:.3f} ± {s['pretrained_std']:.3f}"
                   f"  vs  {s['random_mean']:.3f} ± {s['random_std']:.3f}   gap "
-                  f"{s['gap_mean']:+.3f} ± {s['gap_std']:.3f}"
-                  f"{'  (every seed)' if s['separated'] else '  (within seed noise)'}")
+                  f"{s['gap_mean']:+.3f} ± {s['gap_std']:.3f}  ({s['verdict'].split(':')[0]})")
     print(f"wrote {args.out / NAME}.json and .png in {payload['seconds']:.0f}s")
     return payload
 

@@ -51,6 +51,8 @@ def main(argv: list[str] | None = None) -> dict:
     args = common.parser(__doc__.splitlines()[0]).parse_args(argv)
     if args.replot:
         return common.replot(args.out, NAME, figure)
+    if args.restat:
+        return common.restat(args.out, NAME, figure)
     fast = args.fast
     seeds = args.seeds or (2 if fast else 3)
     workers = args.workers or (1 if fast else 2)
@@ -116,6 +118,7 @@ def main(argv: list[str] | None = None) -> dict:
         "runs": results,
         "summary": summary,
         "comparisons": comparisons,
+        "noise_rule": common.RULE,
         "paper": PAPER,
         "wall_s": round(time.perf_counter() - start, 1),
     }

@@ -40,6 +40,7 @@ from course_lib.data import (
 )
 from course_lib.models.bert import BertForPreTraining
 from course_lib.models.roberta import RobertaConfig, RobertaForMaskedLM, RobertaModel
+from course_lib.stats import RULE, compare
 from course_lib.tokenization import train_tokenizer
 from course_lib.tokenization.tokenizer import CourseTokenizer
 from course_lib.training import Trainer, TrainingConfig
@@ -48,9 +49,6 @@ from course_lib.training.engine import evaluate_pretraining
 HERE = Path(__file__).resolve().parent
 RESULTS_DIR = HERE / "results"
 EVAL_SEED = 1234  # one fixed set of held-out masks for every run of every experiment
-# Two-sided 95% critical values of Student's t for df = 1..10 (no scipy needed).
-T_CRITICAL_95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365,
-                 8: 2.306, 9: 2.262, 10: 2.228}
 
 
 # ----- models ----------------------------------------------------------------------------------
@@ -180,7 +178,7 @@ def run_one(run: Run, data: Data) -> dict[str, Any]:
         seed=run.seed,
         log_every=max(1, run.steps // 20),
         eval_every=None,  # the callback below scores on fixed masks instead
-        device="cpu",
+        device="auto",  # the engine's choice: a GPU where there is one, else the CPU
         precision="fp32",
         progress=False,
     )
@@ -289,30 +287,46 @@ def summarize(results: Sequence[dict[str, Any]], arms: Sequence[str],
 
 def paired_comparison(results: Sequence[dict[str, Any]], a: str, b: str,
                       metric: str) -> dict[str, Any]:
-    """b - a per seed (same seed = same initial weights and data order where possible).
-
-    A paired t-test: is the mean difference larger than its seed-to-seed noise? With 3 seeds
-    only large, consistent differences pass (critical t = 4.30 at df = 2).
-    """
+    """b - a per seed (same seed = same initial weights and data order where possible), judged
+    by the course's one rule (course_lib.stats): paired t-test p < 0.05 and the sign of the mean
+    in every seed but at most one. Seeds that only one arm ran are left out."""
     by_seed = {r["seed"]: r[metric] for r in results if r["arm"] == a}
-    diffs = [r[metric] - by_seed[r["seed"]] for r in results
+    pairs = [(r[metric], by_seed[r["seed"]]) for r in results
              if r["arm"] == b and r["seed"] in by_seed]
-    stats = mean_std(diffs) if diffs else {"mean": float("nan"), "std": float("nan"), "n": 0}
-    n = stats["n"]
-    t = (stats["mean"] / (stats["std"] / math.sqrt(n))
-         if n > 1 and stats["std"] > 0 else float("nan"))
-    critical = T_CRITICAL_95.get(n - 1, 1.96)
+    if not pairs:
+        return {"metric": metric, "a": a, "b": b,
+                "diff_b_minus_a": {"mean": float("nan"), "std": float("nan"), "n": 0},
+                "t": None, "p": None, "beyond_noise": False, "exceeds_seed_noise": False,
+                "same_sign_all_seeds": False}
+    c = compare([x for x, _ in pairs], [y for _, y in pairs])
+    diffs = c["per_seed"]
     return {
         "metric": metric,
         "a": a,
         "b": b,
-        "diff_b_minus_a": stats,
-        "t": t,
-        "t_critical_95": critical if n > 1 else None,
-        "exceeds_seed_noise": bool(n > 1 and math.isfinite(t) and abs(t) > critical),
-        "same_sign_all_seeds": bool(diffs) and (all(d > 0 for d in diffs)
-                                                or all(d < 0 for d in diffs)),
+        "diff_b_minus_a": {"mean": c["mean"], "std": c["std"], "n": c["n"]},
+        "per_seed": diffs,
+        "t": c["t"],
+        "df": c["df"],
+        "p": c["p"],
+        "agree": c["agree"],
+        "beyond_noise": c["beyond_noise"],
+        "verdict": c["verdict"],
+        "exceeds_seed_noise": c["beyond_noise"],  # the name older readers use
+        "same_sign_all_seeds": all(d > 0 for d in diffs) or all(d < 0 for d in diffs),
     }
+
+
+def restat(out: Path, name: str, figure: Callable[[dict[str, Any]], Any]) -> dict[str, Any]:
+    """Recompute every comparison of a saved <name>.json from its per-seed runs with the
+    course's rule (no training), rewrite the JSON and the figure; returns the results."""
+    path = out / f"{name}.json"
+    payload = json.loads(path.read_text())
+    payload["comparisons"] = [paired_comparison(payload["runs"], c["a"], c["b"], c["metric"])
+                              for c in payload["comparisons"]]
+    payload["noise_rule"] = RULE
+    write_results(out, name, payload, figure(payload))
+    return payload
 
 
 # ----- command line and output -----------------------------------------------------------------
@@ -330,6 +344,9 @@ def parser(description: str) -> argparse.ArgumentParser:
                    help="parallel processes (default: 2 in full mode, 1 in fast mode)")
     p.add_argument("--replot", action="store_true",
                    help="only redraw <name>.png from the <name>.json already in --out")
+    p.add_argument("--restat", action="store_true",
+                   help="only recompute the comparisons of the <name>.json already in --out "
+                        "from its per-seed numbers (no training)")
     return p
 
 

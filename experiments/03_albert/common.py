@@ -35,6 +35,7 @@ from course_lib.data import (
     split_documents,
 )
 from course_lib.models.albert import AlbertConfig
+from course_lib.stats import RULE, compare
 from course_lib.tokenization import train_tokenizer
 from course_lib.training import Trainer, TrainingConfig
 
@@ -167,7 +168,8 @@ def pretrain(
     eval_every: int | None = None,
     progress: bool = False,
 ) -> tuple[Trainer, list[dict[str, Any]]]:
-    """Train with course_lib's Trainer for exactly `steps` optimizer steps (CPU, fp32)."""
+    """Train with course_lib's Trainer for exactly `steps` optimizer steps (fp32, on the device
+    the engine selects: a GPU where there is one, else the CPU)."""
     config = TrainingConfig(
         objective=objective,
         batch_size=batch_size,
@@ -178,7 +180,7 @@ def pretrain(
         log_every=max(1, steps // 20),
         eval_every=eval_every,
         eval_max_examples=None,
-        device="cpu",
+        device="auto",
         precision="fp32",
         progress=progress,
     )
@@ -199,15 +201,16 @@ def pooled_features(
     was_training = model.training
     model.eval()
     unmasked = PretrainingCollator(collator.tokenizer, masking=None)
+    device = next(model.parameters()).device
     rows = []
     for start in range(0, len(examples), batch_size):
         batch = unmasked(without_sentence_labels(examples[start : start + batch_size]))
         out = model.backbone(
-            input_ids=batch["input_ids"],
-            attention_mask=batch["attention_mask"],
-            token_type_ids=batch["token_type_ids"],
+            input_ids=batch["input_ids"].to(device),
+            attention_mask=batch["attention_mask"].to(device),
+            token_type_ids=batch["token_type_ids"].to(device),
         )
-        rows.append(out.pooler_output)
+        rows.append(out.pooler_output.cpu())
     model.train(was_training)
     return torch.cat(rows)
 
@@ -220,7 +223,7 @@ def head_accuracy(
     features = pooled_features(model, examples, collator)
     was_training = model.training
     model.eval()
-    predictions = model.nsp_head(features).argmax(-1)
+    predictions = model.nsp_head(features.to(next(model.parameters()).device)).argmax(-1).cpu()
     model.train(was_training)
     return float((predictions == sentence_labels(examples)).float().mean())
 
@@ -271,14 +274,16 @@ def depth_dynamics(model: nn.Module, batch: dict[str, Tensor]) -> dict[str, list
     backbone = getattr(model, "backbone", model)
     was_training = backbone.training
     backbone.eval()
+    device = next(backbone.parameters()).device
+    token_type_ids = batch.get("token_type_ids")
     out = backbone(
-        input_ids=batch["input_ids"],
-        attention_mask=batch["attention_mask"],
-        token_type_ids=batch.get("token_type_ids"),
+        input_ids=batch["input_ids"].to(device),
+        attention_mask=batch["attention_mask"].to(device),
+        token_type_ids=None if token_type_ids is None else token_type_ids.to(device),
         output_hidden_states=True,
     )
     backbone.train(was_training)
-    real = batch["attention_mask"].bool()
+    real = batch["attention_mask"].bool().to(device)
     width = out.hidden_states[0].shape[-1] ** 0.5
     l2, cosine = [], []
     for before, after in zip(out.hidden_states[:-1], out.hidden_states[1:]):
@@ -302,6 +307,12 @@ def mean_std(values: Sequence[float]) -> dict[str, float]:
     array = np.asarray(values, dtype=float)
     std = float(array.std(ddof=1)) if len(array) > 1 else 0.0
     return {"mean": float(array.mean()), "std": std, "n": len(array)}
+
+
+def paired(a: dict[Any, float], b: dict[Any, float] | float) -> dict[str, Any]:
+    """a - b seed by seed ({seed: value}; b may be a constant such as the majority class),
+    judged by the course's one rule for "beyond seed noise" (course_lib.stats.compare)."""
+    return compare(a, b)
 
 
 def run_metadata(argv: Sequence[str], script: str) -> dict[str, Any]:
@@ -349,6 +360,23 @@ def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+def restat(name: str, summarize: Callable[[dict[str, Any]], dict[str, Any]], out: Path,
+           plot: Callable[[dict[str, Any], Path], None] | None) -> dict[str, Any]:
+    """Recompute the summary of a saved <out>/<name>.json from its per-seed runs (no training)
+    with `summarize(results)`, rewrite the JSON (and the figure unless `plot` is None)."""
+    path = out / f"{name}.json"
+    if not path.exists():
+        raise SystemExit(f"--restat: {path} does not exist; run the experiment first.")
+    results = json.loads(path.read_text())
+    results["summary"] = summarize(results)
+    results["noise_rule"] = RULE
+    write_json(path, results)
+    if plot is not None:
+        plot(results, out / f"{name}.png")
+    log(f"recomputed the summary of {path.name} from its runs ({RULE})")
+    return results
+
+
 def run_and_write(name: str, run: Callable[..., dict[str, Any]], settings: dict[str, Any],
                   args: Any, argv: Sequence[str] | None, paper: dict[str, Any],
                   plot: Callable[[dict[str, Any], Path], None]) -> dict[str, Any]:
@@ -363,6 +391,7 @@ def run_and_write(name: str, run: Callable[..., dict[str, Any]], settings: dict[
         **run_metadata(sys.argv[1:] if argv is None else argv, f"{name}.py"),
         "paper": paper,
         **results,
+        "noise_rule": RULE,
         "wall_seconds": round(time.perf_counter() - start, 1),
     }
     path = write_json(args.out / f"{name}.json", results)

@@ -74,6 +74,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE",
                    help="override a setting, e.g. --set hidden_size=128 lr=0.001 (JSON values)")
     p.add_argument("--no-plot", action="store_true")
+    p.add_argument("--restat", action="store_true",
+                   help="only recompute the summary of the JSON in --out from its runs")
     return p.parse_args(argv)
 
 
@@ -119,24 +121,31 @@ def run(settings: dict[str, Any], progress: bool = True) -> dict[str, Any]:
             if progress:
                 common.log(f"seed {seed} {label:16s} params {row['parameters']:>8,} "
                            f"eval MLM loss {row['eval_mlm_loss']:.3f} ({seconds:.0f}s)")
+    depth = {label: [r["depth"] for r in runs if r["config"] == label] for label in DEPTH_CONFIGS}
+    info = {**data.info, "train_blocks": len(train), "held_out_blocks": len(held_out),
+            "unigram_loss": common.unigram_loss(train, held_out, data.tokenizer)}
+    return {"data": info, "runs": runs, "summary": summarize({"runs": runs}), "depth": depth}
+
+
+def summarize(results: dict[str, Any]) -> dict[str, Any]:
+    """Per configuration: parameters, held-out MLM loss and accuracy (mean ± std over seeds),
+    and the loss minus all-shared E=32's, paired by seed (same seed = same data order and
+    masks, so seed noise common to both cancels), judged by the course's rule."""
+    runs = results["runs"]
     summary = {}
+    reference = {r["seed"]: r["eval_mlm_loss"] for r in runs if r["config"] == "all, E=32"}
     for label, sharing, e in CONFIGS:
         rows = [r for r in runs if r["config"] == label]
+        if not rows:
+            continue
         summary[label] = {
             "sharing": sharing, "embedding_size": e, "parameters": rows[0]["parameters"],
             "eval_mlm_loss": common.mean_std([r["eval_mlm_loss"] for r in rows]),
             "eval_mlm_accuracy": common.mean_std([r["eval_mlm_accuracy"] for r in rows]),
+            "loss_minus_all_E32": common.paired({r["seed"]: r["eval_mlm_loss"] for r in rows},
+                                                reference),
         }
-    # Paired differences against all-shared E=32 (same seed = same data order and masks), so
-    # seed noise common to both cancels.
-    reference = {r["seed"]: r["eval_mlm_loss"] for r in runs if r["config"] == "all, E=32"}
-    for label in summary:
-        diffs = [r["eval_mlm_loss"] - reference[r["seed"]] for r in runs if r["config"] == label]
-        summary[label]["loss_minus_all_E32"] = common.mean_std(diffs)
-    depth = {label: [r["depth"] for r in runs if r["config"] == label] for label in DEPTH_CONFIGS}
-    info = {**data.info, "train_blocks": len(train), "held_out_blocks": len(held_out),
-            "unigram_loss": common.unigram_loss(train, held_out, data.tokenizer)}
-    return {"data": info, "runs": runs, "summary": summary, "depth": depth}
+    return summary
 
 
 def plot(results: dict[str, Any], path: Path) -> None:
@@ -169,6 +178,8 @@ def plot(results: dict[str, Any], path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
+    if args.restat:
+        return common.restat(NAME, summarize, args.out, None if args.no_plot else plot)
     common.set_threads(args.threads)
     settings = dict(FAST if args.fast else FULL)
     if args.steps is not None:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import math
 import multiprocessing
 import os
 import platform
@@ -41,8 +40,10 @@ from course_lib.data import (
     build_pretraining_dataset,
     load_builtin_corpus,
 )
+from course_lib.stats import RULE, compare
 from course_lib.tokenization import CourseTokenizer, train_tokenizer
 from course_lib.training import Trainer, TrainingConfig
+from course_lib.training.device import select_device
 from course_lib.training.engine import evaluate_pretraining
 
 NAME = "deberta_ablation"
@@ -80,9 +81,6 @@ PAPER = {
     "0.2-0.4 points",
 }
 EVAL_MASK_SEEDS = (1234, 1235, 1236, 1237)  # the same held-out masks for every run
-# Two-sided 95% critical values of Student's t for df = 1..10 (no scipy needed).
-T_CRITICAL_95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365,
-                 8: 2.306, 9: 2.262, 10: 2.228}
 
 
 # ----- model ----------------------------------------------------------------------------------
@@ -190,7 +188,7 @@ def train_model(arm: str, seed: int, data: Data, steps: int, model: TinyDeberta 
     net = build_model(config, seed)
     training = TrainingConfig(
         objective="mlm", batch_size=batch_size, lr=lr, max_steps=steps, warmup=0.06,
-        schedule="linear", seed=seed, log_every=max(1, steps // 25), device="cpu",
+        schedule="linear", seed=seed, log_every=max(1, steps // 25), device="auto",
         precision="fp32", progress=progress,
     )
     trainer = Trainer(net, data.train, PretrainingCollator(data.tokenizer), training,
@@ -282,24 +280,31 @@ def summarize(results: Sequence[dict[str, Any]], metrics: Sequence[str]) -> dict
 def paired_comparison(results: Sequence[dict[str, Any]], arm: str, metric: str,
                       reference: str = "full") -> dict[str, Any]:
     """arm - reference per seed (same seed: same initial weights of the shared parameters and
-    same data order and masks), with a paired t-test against seed-to-seed noise."""
+    same data order and masks), judged by the course's one rule (course_lib.stats: paired
+    t-test p < 0.05 and the sign of the mean in every seed but at most one)."""
     ref = {r["seed"]: r[metric] for r in results if r["arm"] == reference}
-    diffs = [r[metric] - ref[r["seed"]] for r in results
-             if r["arm"] == arm and r["seed"] in ref]
-    stats = mean_std(diffs) if diffs else {"mean": float("nan"), "std": float("nan"), "n": 0}
-    n = stats["n"]
-    t = stats["mean"] / (stats["std"] / math.sqrt(n)) if n > 1 and stats["std"] > 0 else None
-    critical = T_CRITICAL_95.get(n - 1, 1.96) if n > 1 else None
+    pairs = [(r[metric], ref[r["seed"]]) for r in results if r["arm"] == arm and r["seed"] in ref]
+    if not pairs:
+        return {"arm": arm, "reference": reference, "metric": metric,
+                "diff": {"mean": float("nan"), "std": float("nan"), "n": 0}, "t": None,
+                "p": None, "beyond_noise": False, "exceeds_seed_noise": False,
+                "same_sign_all_seeds": False}
+    c = compare([x for x, _ in pairs], [y for _, y in pairs])
+    diffs = c["per_seed"]
     return {
         "arm": arm,
         "reference": reference,
         "metric": metric,
-        "diff": stats,
-        "t": t,
-        "t_critical_95": critical,
-        "exceeds_seed_noise": bool(t is not None and abs(t) > critical),
-        "same_sign_all_seeds": bool(diffs) and (all(d > 0 for d in diffs)
-                                                or all(d < 0 for d in diffs)),
+        "diff": {"mean": c["mean"], "std": c["std"], "n": c["n"]},
+        "per_seed": diffs,
+        "t": c["t"],
+        "df": c["df"],
+        "p": c["p"],
+        "agree": c["agree"],
+        "beyond_noise": c["beyond_noise"],
+        "verdict": c["verdict"],
+        "exceeds_seed_noise": c["beyond_noise"],  # the name older readers use
+        "same_sign_all_seeds": all(d > 0 for d in diffs) or all(d < 0 for d in diffs),
     }
 
 
@@ -386,6 +391,9 @@ def parser() -> argparse.ArgumentParser:
                    help=f"comma-separated subset of {','.join(ARMS)} (default: all)")
     p.add_argument("--replot", action="store_true",
                    help="only redraw deberta_ablation.png from the JSON already in --out")
+    p.add_argument("--restat", action="store_true",
+                   help="only recompute the comparisons in the JSON already in --out from its "
+                        "per-seed numbers (no training)")
     p.add_argument("--workers", type=int, default=None,
                    help="parallel processes, 1 thread each (default: 2; fast mode 1)")
     return p
@@ -398,6 +406,16 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         payload = json.loads((args.out / f"{NAME}.json").read_text(encoding="utf-8"))
         plot(payload["runs"], plot_title(payload)).savefig(args.out / f"{NAME}.png", dpi=110)
         print(f"redrew {NAME}.png from {NAME}.json")
+        return payload
+    if args.restat:
+        path = args.out / f"{NAME}.json"
+        payload = json.loads(path.read_text(encoding="utf-8"))
+        payload["comparisons"] = [paired_comparison(payload["runs"], c["arm"], c["metric"],
+                                                    c["reference"])
+                                  for c in payload["comparisons"]]
+        payload["noise_rule"] = RULE
+        path.write_text(json.dumps(payload, indent=1, allow_nan=False) + "\n", encoding="utf-8")
+        print(f"recomputed the comparisons in {path.name} ({RULE})")
         return payload
     arms = list(ARMS) if args.arms is None else [a.strip() for a in args.arms.split(",")]
     unknown = [a for a in arms if a not in ARMS]
@@ -442,7 +460,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "training": {"objective": "mlm (15%, 80/10/10, dynamic masks)", "steps": steps,
                          "batch_size": batch_size, "lr": lr, "schedule": "linear, 6% warmup",
                          "optimizer": "AdamW (0.9, 0.98), weight decay 0.01",
-                         "precision": "fp32", "device": "cpu", "workers": workers},
+                         "precision": "fp32", "device": str(select_device("auto")),
+                         "workers": workers},
             "evaluation": {"mask_seeds": list(EVAL_MASK_SEEDS),
                            "note": "final scores average the same 4 fixed mask draws over the "
                            "held-out examples; curves use the first draw"},
@@ -452,6 +471,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "runs": results,
         "summary": summary,
         "comparisons": comparisons,
+        "noise_rule": RULE,
         "paper": PAPER,
         "wall_s": round(time.perf_counter() - start, 1),
     }

@@ -31,6 +31,7 @@ from distil_common import (
     finetune,
     load_teacher,
     mean_std,
+    paired_comparison,
     pretrain_student,
     progress,
     run_header,
@@ -38,6 +39,8 @@ from distil_common import (
     topic_task,
     write_json,
 )
+
+from course_lib.stats import RULE
 
 ABLATIONS = ("triple loss", "no L_ce", "no L_cos", "no L_mlm", "random init")
 METRICS = ("task_accuracy", "eval_mlm_accuracy", "eval_mlm_loss")
@@ -53,25 +56,37 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=RESULTS_DIR, help="folder for the outputs")
     p.add_argument("--fast", action="store_true", help="a few steps, one seed: checks the script runs")
     p.add_argument("--plot-only", action="store_true", help="redraw <out>/distil_ablation.png from its JSON")
+    p.add_argument("--restat", action="store_true", help="recompute the paired deltas in <out>/distil_ablation.json from its runs")
     return p.parse_args(argv)
 
 
 def paired_deltas(runs: list[dict], metric: str) -> dict[str, dict]:
-    """Per ablation: variant minus the full model, seed by seed, then mean ± std of those
-    differences; `noise` is the full model's own seed-to-seed std, for scale."""
+    """Per ablation: variant minus the full model, seed by seed, judged by the course's one rule
+    for "beyond seed noise" (course_lib.stats: paired t-test p < 0.05 and the sign in every seed
+    but at most one); mean ± std, t, p and the seeds agreeing in sign."""
     full = {r["seed"]: r[metric] for r in runs if r["variant"] == "triple loss"}
     out = {}
     for variant in ABLATIONS[1:]:
-        diffs = [r[metric] - full[r["seed"]] for r in runs if r["variant"] == variant]
-        stats = mean_std(diffs)
-        se = stats["std"] / stats["n"] ** 0.5 if stats["n"] > 1 else float("nan")
-        out[variant] = {**stats, "per_seed": diffs, "se": se,
-                        "exceeds_noise": bool(stats["n"] > 1 and abs(stats["mean"]) > 2 * se)}
+        mine = {r["seed"]: r[metric] for r in runs if r["variant"] == variant}
+        out[variant] = paired_comparison(mine, full)
     return out
+
+
+def restat(out_dir: Path) -> dict:
+    """Recompute the paired deltas of the saved JSON from its per-seed runs (no training)."""
+    path = out_dir / "distil_ablation.json"
+    payload = json.loads(path.read_text())
+    payload["paired_deltas"] = {m: paired_deltas(payload["runs"], m) for m in METRICS}
+    payload["noise_rule"] = RULE
+    write_json(path, payload)
+    print(f"recomputed the paired deltas in {path.name} ({RULE})")
+    return payload
 
 
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
+    if args.restat:
+        return restat(args.out)
     if args.plot_only:
         payload = json.loads((args.out / "distil_ablation.json").read_text())
         figure = plot(payload)
@@ -118,6 +133,7 @@ def main(argv: list[str] | None = None) -> dict:
         "runs": runs,
         "summary": summary,
         "paired_deltas": deltas,
+        "noise_rule": RULE,
         "paper_table4_glue_points": PAPER_TABLE4,
         "wall_s": round(time.perf_counter() - start, 1),
     }

@@ -38,6 +38,7 @@ from course_lib.models.distilbert import (
 )
 from course_lib.objectives.distillation import DistillationObjective
 from course_lib.objectives.masking import MaskingConfig
+from course_lib.stats import compare
 from course_lib.tokenization import CourseTokenizer, train_tokenizer
 from course_lib.training import Trainer, TrainingConfig, load_pretrained, save_checkpoint
 from course_lib.training.engine import evaluate_pretraining
@@ -81,13 +82,14 @@ VARIANTS: dict[str, dict[str, Any]] = {
 
 def training_config(steps: int, seed: int, lr: float = 1e-3, **changes: Any) -> TrainingConfig:
     """The recipe every run here shares (the engine's defaults: AdamW, linear decay, 6% warmup,
-    clipping at 1.0), on the CPU in fp32 so results do not depend on the machine's bf16 support."""
+    clipping at 1.0), in fp32 so results do not depend on the machine's bf16 support, on the
+    device the engine selects (a GPU where there is one, else the CPU)."""
     values: dict[str, Any] = dict(
         max_steps=steps,
         batch_size=32,
         lr=lr,
         seed=seed,
-        device="cpu",
+        device="auto",
         precision="fp32",
         progress=False,
         log_every=max(1, steps // 20),
@@ -282,9 +284,10 @@ def classifier_from(pretrained: nn.Module, num_labels: int, seed: int) -> nn.Mod
 def accuracy(model: nn.Module, examples: Sequence[dict[str, Any]], batch_size: int = 128) -> float:
     """Share of `examples` whose label is the model's argmax."""
     model.eval()
+    device = next(model.parameters()).device
     correct = 0
     for start in range(0, len(examples), batch_size):
-        batch = collate_classification(examples[start : start + batch_size])
+        batch = {k: v.to(device) for k, v in collate_classification(examples[start : start + batch_size]).items()}
         logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
         correct += int((logits.argmax(-1) == batch["labels"]).sum())
     return correct / len(examples)
@@ -323,7 +326,8 @@ def inference_seconds(
     input_ids = torch.randint(5, vocab_size, (batch_size, seq_len), generator=g)
     attention_mask = torch.ones_like(input_ids)
     times: dict[str, list[float]] = {name: [] for name in models}
-    for model in models.values():
+    for model in models.values():  # CPU inference time (the paper's Table 3), wherever they trained
+        model.cpu()
         model.eval()
         _encoder(model)(input_ids=input_ids, attention_mask=attention_mask)  # warm-up
     for _ in range(repeats):
@@ -349,12 +353,20 @@ def mean_std(values: Sequence[float]) -> dict[str, float]:
 
 
 def difference_vs_noise(a: Sequence[float], b: Sequence[float]) -> dict[str, float]:
-    """mean(a) - mean(b), its standard error (unpaired) and the ratio |diff| / SE: above ~2 the
-    difference is larger than the seed noise; below, the seeds cannot tell the two apart."""
+    """mean(a) - mean(b), its standard error (unpaired) and the signed ratio diff / SE, for
+    scale only: verdicts use the paired test of `paired_comparison` (the course's one rule)."""
     ma, mb = mean_std(a), mean_std(b)
     se = math.sqrt(ma["std"] ** 2 / ma["n"] + mb["std"] ** 2 / mb["n"])
     diff = ma["mean"] - mb["mean"]
-    return {"diff": diff, "se": se, "z": abs(diff) / se if se > 0 else float("nan")}
+    return {"diff": diff, "se": se, "z": diff / se if se > 0 else float("nan")}
+
+
+def paired_comparison(a: dict[int, float], b: dict[int, float]) -> dict[str, Any]:
+    """a - b seed by seed ({seed: value}; the same seed means the same data order, masks and
+    fine-tuning head), judged by the course's one rule for "beyond seed noise"
+    (course_lib.stats: paired t-test p < 0.05 and the sign in every seed but at most one)."""
+    c = compare(a, b)
+    return {"diff": c["mean"], **c, "exceeds_noise": c["beyond_noise"]}
 
 
 def _rounded(row: dict[str, Any]) -> dict[str, Any]:

@@ -204,7 +204,7 @@ def verdict(result: Mapping[str, Any], digits: int = 3) -> str:
     n, agree = result["n"], result["agree"]
     size = f"{result['mean']:+.{digits}f} ± {result['std']:.{digits}f}"
     t = "t undefined" if result["t"] is None else f"t = {result['t']:.2f}"
-    p = "p undefined" if result["p"] is None else f"p = {format_p(result['p'])}"
+    p = "p undefined" if result["p"] is None else f"p {format_p(result['p'])}"
     seeds = (
         f"same sign in every one of {n} seeds"
         if result.get("every_seed")
@@ -215,5 +215,5 @@ def verdict(result: Mapping[str, Any], digits: int = 3) -> str:
 
 
 def format_p(p: float) -> str:
-    """p to two significant digits, and '< 0.001' below that."""
-    return "< 0.001" if p < 0.001 else f"{p:.2g}"
+    """'= 0.012' (two significant digits), or '< 0.001' below that."""
+    return "< 0.001" if p < 0.001 else f"= {p:.2g}"
