@@ -304,3 +304,179 @@ def test_random_b_never_comes_from_a_s_own_document(bert_tok):
                 not_next += 1
                 assert not docs_a & docs_b, ex
     assert not_next >= 2000
+
+
+# --- survivors of the first mutation run (docs/mutation.md) --------------------------------------
+
+
+def test_deberta_position_dropout_acts_in_training_only():
+    """Bug: the relative embeddings skip their dropout (transformers applies pos_dropout)."""
+    from course_lib.models.deberta import DebertaConfig, DebertaModel
+
+    config = DebertaConfig(
+        vocab_size=50,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=24,
+        max_position_embeddings=20,
+        position_buckets=8,
+        max_relative_positions=16,
+        hidden_dropout_prob=0.5,
+        attention_probs_dropout_prob=0.0,
+    )
+    model = DebertaModel(config)
+    attention = model.encoder.layers[0].attention
+    table, distances = model.encoder.relative_inputs(7, torch.device("cpu"))
+    hidden = torch.randn(1, 7, 16)
+
+    def terms(seed: int) -> dict[str, torch.Tensor]:
+        torch.manual_seed(seed)
+        with torch.no_grad():
+            return attention.score_terms(hidden, table, distances)
+
+    attention.train()
+    one, two = terms(1), terms(2)
+    assert torch.equal(one["c2c"], two["c2c"])  # no dropout on the content term
+    assert not torch.equal(one["c2p"], two["c2p"]) and not torch.equal(one["p2c"], two["p2c"])
+    attention.eval()
+    assert torch.equal(terms(1)["c2p"], terms(2)["c2p"])
+
+
+def test_initializer_range_sets_the_spread_of_every_weight():
+    """Bug: some layers ignore initializer_range (a fixed 0.02 std)."""
+    model = tiny_mlm(initializer_range=0.2, hidden_size=64, intermediate_size=128)
+    for name, param in model.named_parameters():
+        if param.dim() == 2:  # Linear and Embedding weights: N(0, initializer_range)
+            assert 0.17 < param.std().item() < 0.23, name
+        elif name.endswith("LayerNorm.weight") or name.endswith("norm.weight"):
+            assert torch.equal(param, torch.ones_like(param)), name
+        else:  # biases and LayerNorm shifts start at zero
+            assert torch.equal(param, torch.zeros_like(param)), name
+
+
+FIELD_CHECKS = {
+    # transformers class: (config kwargs, {our field: value it must carry})
+    "BertForMaskedLM": (
+        dict(hidden_dropout_prob=0.15, attention_probs_dropout_prob=0.25, initializer_range=0.05),
+        dict(hidden_dropout_prob=0.15, attention_probs_dropout_prob=0.25, initializer_range=0.05),
+    ),
+    "RobertaForSequenceClassification": (
+        dict(
+            hidden_dropout_prob=0.15,
+            attention_probs_dropout_prob=0.25,
+            classifier_dropout=0.35,
+            pad_token_id=1,
+        ),
+        dict(hidden_dropout_prob=0.15, attention_probs_dropout_prob=0.25, classifier_dropout=0.35),
+    ),
+    "AlbertForSequenceClassification": (
+        dict(
+            hidden_dropout_prob=0.15,
+            attention_probs_dropout_prob=0.25,
+            classifier_dropout_prob=0.35,
+            embedding_size=8,
+        ),
+        dict(
+            hidden_dropout_prob=0.15,
+            attention_probs_dropout_prob=0.25,
+            classifier_dropout_prob=0.35,
+        ),
+    ),
+    "DistilBertForSequenceClassification": (
+        dict(dropout=0.15, attention_dropout=0.25, seq_classif_dropout=0.35, qa_dropout=0.45),
+        dict(
+            hidden_dropout_prob=0.15,
+            attention_probs_dropout_prob=0.25,
+            seq_classif_dropout=0.35,
+            qa_dropout=0.45,
+        ),
+    ),
+}
+SIZES = {
+    "DistilBertForSequenceClassification": dict(
+        vocab_size=50, dim=16, n_layers=2, n_heads=2, hidden_dim=24, max_position_embeddings=24
+    ),
+}
+
+
+@pytest.mark.parametrize("hf_class", FIELD_CHECKS)
+def test_conversion_keeps_every_config_field(hf_class):
+    """Bug: a conversion swaps or drops a config field that eval-mode parity cannot see (the
+    dropout rates)."""
+    kwargs, expected = FIELD_CHECKS[hf_class]
+    sizes = SIZES.get(hf_class) or dict(
+        vocab_size=50,
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=24,
+        max_position_embeddings=24,
+    )
+    config_class = getattr(transformers, hf_class.split("For")[0] + "Config")
+    hf = getattr(transformers, hf_class)(config_class(**sizes, **kwargs)).eval()
+    ours = from_transformers(hf)
+    for field, value in expected.items():
+        assert getattr(ours.config, field) == value, field
+    back = to_transformers(ours).config
+    for field, value in kwargs.items():
+        assert getattr(back, field) == value, field
+
+
+class FixedMaskCollator(ToyCollator):
+    """Masks word positions 2, 5 and 8 of every row, whatever the generator: the same number
+    of targets per example, so a mean over micro-batches equals the mean over the batch."""
+
+    def __call__(self, examples, generator=None):
+        batch = super().__call__(examples, generator=torch.Generator().manual_seed(0))
+        ids, labels = batch["input_ids"], batch["labels"]
+        original = torch.where(labels != -100, labels, ids)
+        labels = torch.full_like(ids, -100)
+        labels[:, [2, 5, 8]] = original[:, [2, 5, 8]]
+        batch["labels"] = labels
+        batch["input_ids"] = original.masked_fill(labels != -100, 3)
+        return batch
+
+
+def test_accumulation_averages_the_micro_batches():
+    """Bug: accumulated gradients are summed, not averaged (AdamW hides the factor in the
+    weights; the gradient norm shows it)."""
+
+    def first_grad_norm(batch_size: int, accumulation: int) -> float:
+        trainer = Trainer(
+            tiny_mlm(seed=4, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0),
+            toy_examples(32),
+            FixedMaskCollator(),
+            TrainingConfig(
+                max_steps=1,
+                batch_size=batch_size,
+                progress=False,
+                gradient_accumulation_steps=accumulation,
+                max_grad_norm=None,
+            ),
+        )
+        return trainer.train()[0]["grad_norm"]
+
+    assert first_grad_norm(8, 2) == pytest.approx(first_grad_norm(16, 1), rel=1e-4)
+
+
+def test_evaluation_every_minutes_follows_the_clock(monkeypatch):
+    """Bug: once the first interval has passed, a minutes schedule evaluates at every step."""
+    clock = itertools.count(0.0, 0.25)  # every reading 0.25 s later: 0.5 s per logged step
+    monkeypatch.setattr(time, "perf_counter", lambda: next(clock))
+    trainer = make_trainer(steps=12, eval_every_minutes=2.0 / 60)
+    history = trainer.train()
+    assert [r["step"] for r in history if "eval_mlm_loss" in r] == [4, 8, 12]
+
+
+def test_dropout_depends_only_on_the_seed_and_the_step():
+    """Bug: dropout is not re-seeded per micro-batch, so it follows whatever the global RNG
+    held (another rank, or code run before training, changes the run)."""
+    weights = []
+    for outside in (100, 200):
+        trainer = make_trainer(tiny_mlm(seed=1), steps=3)  # dropout 0.1
+        torch.manual_seed(outside)
+        trainer.train()
+        weights.append(trainer.model.state_dict())
+    for name, value in weights[0].items():
+        assert torch.equal(value, weights[1][name]), name
