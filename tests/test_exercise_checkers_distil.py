@@ -52,6 +52,12 @@ def test_kl_checker_accepts_the_formula_and_the_kldivloss_form(capsys):
             "reduction='mean'",
         ),
         (lambda s, te, t: good_kl(s.detach(), te, t), "stay differentiable"),
+        (
+            lambda s, te, t: (
+                F.kl_div(F.softmax(s / t, -1), F.softmax(te / t, -1), reduction="batchmean") * t**2
+            ),
+            "LOG-probabilities",
+        ),
         (lambda s, te, t: good_kl(s, te, t).reshape(1), "scalar"),
     ],
 )
@@ -100,6 +106,7 @@ def test_cosine_checker_accepts_a_correct_answer(capsys):
             "return 1 - cos",
         ),
         (mean_of_means, "mean of per-sentence means"),
+        (lambda s, t, m: ((1 - F.cosine_similarity(s, t, dim=-1)) * m).mean(), "padding's zeros"),
         (lambda s, t, m: (1 - F.cosine_similarity(s, t, dim=1)).mean(), "wrong dimension"),
         (lambda s, t, m: good_cosine(s, t, m).reshape(1), "scalar"),
         (lambda s, t, m: ((s - t)[m.bool()] ** 2).mean(), "expected"),

@@ -81,7 +81,12 @@ def _kl(p_logits: Tensor, q_logits: Tensor) -> Tensor:
 def _diagnose_kl(got: Tensor, s: Tensor, t_logits: Tensor, t: float, n: int, vocab: int) -> None:
     """Name the typical mistake that produced `got` (checked against the T where they differ)."""
     rows = _kl(t_logits / t, s / t)
+    kl_div_on_probs = F.kl_div(
+        F.softmax(s / t, -1), F.softmax(t_logits / t, -1), reduction="batchmean"
+    )
     candidates = {
+        "F.kl_div takes the student's LOG-probabilities as its first argument (log_softmax), and "
+        "the teacher's probabilities as its second": kl_div_on_probs * t**2,
         f"missing the T^2 factor: at T={t:g} your value is the KL alone. Multiply by "
         "temperature**2 so the gradients keep their size whatever T is": rows.mean(),
         "the KL is the wrong way round: the teacher's distribution is the target, "
@@ -141,6 +146,10 @@ def check_hidden_cosine(cosine_loss: Callable) -> None:
         candidates = {
             "padding positions are counted: keep only the tokens where attention_mask == 1": (
                 1 - cos
+            ).mean(),
+            "the padding's zeros still count in the mean: ((1 - cos) * mask).mean() divides by "
+            "every position; divide the masked sum by the number of real tokens (mask.sum())": (
+                (1 - cos) * mask
             ).mean(),
             "a loss must be 0 when the directions agree: return 1 - cos, not cos": cos[real].mean(),
             "this is a mean of per-sentence means: average over all real tokens at once, so "
