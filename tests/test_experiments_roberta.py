@@ -156,3 +156,14 @@ def test_json_output_has_no_nan_and_no_absolute_paths(tmp_path):
         "python experiments/02_roberta/batch_size.py --fast --out <dir>")
     summary = common.summarize([{"arm": "a", "seed": 0, "m": 2.0}], ["a"], ["m"])
     assert summary == {"a": {"m": {"mean": 2.0, "std": 0.0, "n": 1}}}
+
+
+def test_unigram_loss_by_hand():
+    from types import SimpleNamespace
+
+    tok = SimpleNamespace(special_ids=[0, 1], vocab_size=10)
+    train = [{"input_ids": [0, 5, 5, 6, 1]}]  # counts {5: 2, 6: 1}, 3 tokens; specials left out
+    held = [{"input_ids": [0, 5, 7, 1]}]
+    # add-one smoothing over the vocabulary: p(5) = 3/13, p(7) = 1/13
+    expected = -(math.log(3 / 13) + math.log(1 / 13)) / 2
+    assert common.unigram_loss(train, held, tok) == pytest.approx(expected)

@@ -60,7 +60,18 @@ def main(argv: list[str] | None = None) -> dict:
     if args.replot:
         return common.replot(args.out, NAME, figure)
     if args.restat:
-        return common.restat(args.out, NAME, figure)
+        payload = common.restat(args.out, NAME, figure)
+        data_info = payload["config"]["data"]
+        if "unigram_loss" not in data_info and payload["mode"] == "full":
+            data = common.build_data(data_info["max_length"],
+                                     max_eval_examples=data_info["eval_examples"])
+            train = list(make_format_examples(data.corpus.train, data.tokenizer,
+                                              data_info["max_length"], format="full-sentences"))
+            assert len(train) == data_info["train_examples"], "not the data of the saved run"
+            data_info["unigram_loss"] = common.unigram_loss(train, data.eval_examples,
+                                                            data.tokenizer)
+            common.write_results(args.out, NAME, payload, figure(payload))
+        return payload
     fast = args.fast
     seeds = args.seeds or (2 if fast else 3)
     workers = args.workers or (1 if fast else 2)
@@ -111,7 +122,9 @@ def main(argv: list[str] | None = None) -> dict:
                 "precision": "fp32",
             },
             "data": {**data.info, "train_examples": len(train), "format": "full-sentences",
-                     "epochs": round(sequences / len(train), 2)},
+                     "epochs": round(sequences / len(train), 2),
+                     "unigram_loss": common.unigram_loss(train, data.eval_examples,
+                                                         data.tokenizer)},
             "seeds": list(range(seeds)),
         },
         "arms": {a: LABELS[a] for a in ARMS},

@@ -137,6 +137,23 @@ def build_data(max_length: int, vocab_size: int = 4000, max_documents: int | Non
     return Data(corpus, tokenizer, max_length, eval_examples, info)
 
 
+def unigram_loss(train: Sequence[dict[str, Any]], held_out: Sequence[dict[str, Any]],
+                 tokenizer: CourseTokenizer) -> float:
+    """Cross-entropy (nats per token) of the training set's token frequencies (add-one smoothed)
+    on the held-out tokens, special tokens left out: the loss of a model that ignores context,
+    i.e. the plateau an MLM model sits on before it learns to use context."""
+    special = set(tokenizer.special_ids)
+    counts: dict[int, int] = {}
+    for e in train:
+        for t in e["input_ids"]:
+            if t not in special:
+                counts[t] = counts.get(t, 0) + 1
+    total = sum(counts.values())
+    targets = [t for e in held_out for t in e["input_ids"] if t not in special]
+    return -math.fsum(math.log((counts.get(t, 0) + 1) / (total + tokenizer.vocab_size))
+                      for t in targets) / len(targets)
+
+
 def mean_length(examples: Sequence[dict[str, Any]]) -> float:
     return statistics.fmean(len(e["input_ids"]) for e in examples)
 
