@@ -29,6 +29,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -95,6 +96,8 @@ def m(id, path, original, replacement, description, tests, equivalent=""):  # no
     return Mutant(id, path, original, replacement, description, tuple(tests), equivalent)
 
 
+# One mutant per block of lines reads better than one argument per line.
+# fmt: off
 MUTANTS: list[Mutant] = [
     # --- objectives/masking.py --------------------------------------------------------------
     m("mask-specials", "objectives/masking.py",
@@ -502,6 +505,7 @@ MUTANTS: list[Mutant] = [
       "return end + (1.0 - end) * (1 - math.cos(math.pi * t)) / 2",
       "one-cycle decay rises instead of falling", T_ENGINE),
 ]
+# fmt: on
 
 
 # --- running ---------------------------------------------------------------------------------
@@ -520,7 +524,8 @@ def snapshot(worktree: bool) -> Path:
     else:
         archive = subprocess.run(
             ["git", "-C", str(REPO), "archive", "HEAD", *COPIED],
-            check=True, capture_output=True,
+            check=True,
+            capture_output=True,
         ).stdout
         subprocess.run(["tar", "-x", "-C", str(root)], input=archive, check=True)
     return root
@@ -540,7 +545,11 @@ def check_isolation(root: Path) -> str:
     """The copy, not the editable install, is what `import course_lib` finds."""
     out = subprocess.run(
         [sys.executable, "-c", "import course_lib; print(course_lib.__file__)"],
-        cwd=root, env=environment(root), capture_output=True, text=True, check=True,
+        cwd=root,
+        env=environment(root),
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.strip()
     if not Path(out).resolve().is_relative_to(root.resolve()):
         raise SystemExit(f"course_lib imported from {out}, not from the copy {root}; stopping.")
@@ -555,16 +564,32 @@ def status_of(mutant: Mutant, root: Path) -> str:
 
 def run_pytest(root: Path, args: tuple[str, ...], timeout: float) -> dict:
     """pytest -x -q on `args` in the copy, holding the shared CPU lock for this run only."""
-    command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:randomly",
-               "--durations=0", "--durations-min=1000", *args]
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-x",
+        "-q",
+        "-p",
+        "no:randomly",
+        "--durations=0",
+        "--durations-min=1000",
+        *args,
+    ]
     with open(LOCK, "a") as lock:
         waited = time.monotonic()
         fcntl.flock(lock, fcntl.LOCK_EX)
         waited = time.monotonic() - waited
         start = time.monotonic()
         try:
-            proc = subprocess.run(command, cwd=root, env=environment(root), capture_output=True,
-                                  text=True, timeout=timeout)
+            proc = subprocess.run(
+                command,
+                cwd=root,
+                env=environment(root),
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+            )
             rc, output = proc.returncode, proc.stdout + proc.stderr
         except subprocess.TimeoutExpired as err:
             rc, output = -1, f"timeout after {timeout:.0f} s\n{err.stdout or ''}"
@@ -615,14 +640,22 @@ def run_mutant(mutant: Mutant, root: Path, timeout: float, tests: tuple[str, ...
     if run["rc"] == 0:
         outcome, detail = "survived", "all selected tests passed"
     elif run["rc"] in (4, 5):
-        outcome, detail = "error", f"pytest usage error or no tests (rc {run['rc']}): " + (
-            run["output"].strip().splitlines() or [""])[-1][:160]
+        outcome, detail = (
+            "error",
+            f"pytest usage error or no tests (rc {run['rc']}): "
+            + (run["output"].strip().splitlines() or [""])[-1][:160],
+        )
     elif run["rc"] == -1:
         outcome, detail = "killed", "timeout"
     else:
         outcome, detail = "killed", first_failure(run["output"])
-    return {**result, "outcome": outcome, "detail": detail, "seconds": round(run["seconds"], 1),
-            "waited_s": round(run["waited"], 1)}
+    return {
+        **result,
+        "outcome": outcome,
+        "detail": detail,
+        "seconds": round(run["seconds"], 1),
+        "waited_s": round(run["waited"], 1),
+    }
 
 
 def summary(results: list[dict]) -> dict:
@@ -636,23 +669,32 @@ def summary(results: list[dict]) -> dict:
         table[module] = {**c, "score": round(c["killed"] / scored, 3) if scored else None}
     total = sum((c for c in by_module.values()), Counter())
     scored = total["killed"] + total["survived"]
-    return {"modules": table, "total": {**total, "score": total["killed"] / scored if scored else None}}
+    return {
+        "modules": table,
+        "total": {**total, "score": total["killed"] / scored if scored else None},
+    }
 
 
 def markdown(results: list[dict], totals: dict) -> str:
-    lines = ["| area | mutants | killed | survived | equivalent | stale/error | killed % |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| area | mutants | killed | survived | equivalent | stale/error | killed % |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for module, c in {**totals["modules"], "**all**": totals["total"]}.items():
         n = sum(v for k, v in c.items() if k != "score")
         score = "-" if c["score"] is None else f"{100 * c['score']:.0f}%"
-        lines.append(f"| {module} | {n} | {c.get('killed', 0)} | {c.get('survived', 0)} | "
-                     f"{c.get('equivalent', 0)} | {c.get('stale', 0) + c.get('error', 0)} | {score} |")
+        lines.append(
+            f"| {module} | {n} | {c.get('killed', 0)} | {c.get('survived', 0)} | "
+            f"{c.get('equivalent', 0)} | {c.get('stale', 0) + c.get('error', 0)} | {score} |"
+        )
     lines += ["", "| mutant | file | bug | outcome | caught by / why |", "|---|---|---|---|---|"]
     for r in results:
         outcome = "equivalent" if r["equivalent"] else r["outcome"]
         why = r["equivalent"] or r["detail"]
-        lines.append(f"| {r['id']} | {r['path']} | {r['description']} | {outcome} | "
-                     f"{why.replace('|', '/')} |")
+        lines.append(
+            f"| {r['id']} | {r['path']} | {r['description']} | {outcome} | "
+            f"{why.replace('|', '/')} |"
+        )
     return "\n".join(lines)
 
 
@@ -664,10 +706,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tests", nargs="+", help="run these pytest arguments for every mutant")
     parser.add_argument("--within", help="keep only the selected tests under this path")
     parser.add_argument("--without", help="drop the selected tests under this path")
-    parser.add_argument("--worktree", action="store_true",
-                        help="copy the working tree instead of the committed HEAD")
-    parser.add_argument("--no-baseline", action="store_true",
-                        help="skip checking that every test selection passes unmutated")
+    parser.add_argument(
+        "--worktree",
+        action="store_true",
+        help="copy the working tree instead of the committed HEAD",
+    )
+    parser.add_argument(
+        "--no-baseline",
+        action="store_true",
+        help="skip checking that every test selection passes unmutated",
+    )
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per pytest run")
     parser.add_argument("--out", default=str(REPO / "docs" / "mutation-results.json"))
     parser.add_argument("--markdown", help="also write the result tables to this file")
@@ -687,12 +735,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("no mutant selected.")
     tests = tuple(args.tests) if args.tests else None
     if args.within or args.without:
-        mutants = [
-            replace(mu, tests=select(mu.tests, args.within, args.without)) for mu in mutants
-        ]
+        mutants = [replace(mu, tests=select(mu.tests, args.within, args.without)) for mu in mutants]
         mutants = [mu for mu in mutants if mu.tests]
 
     root = snapshot(args.worktree)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # still remove the copy
     try:
         if args.list:
             for mu in mutants:
@@ -705,8 +752,10 @@ def main(argv: list[str] | None = None) -> int:
             for selection in sorted({tests or mu.tests for mu in mutants}):
                 run = run_pytest(root, selection, args.timeout)
                 baseline[" ".join(selection)] = round(run["seconds"], 1)
-                print(f"baseline {run['seconds']:6.1f}s rc={run['rc']} {' '.join(selection)}",
-                      flush=True)
+                print(
+                    f"baseline {run['seconds']:6.1f}s rc={run['rc']} {' '.join(selection)}",
+                    flush=True,
+                )
                 if run["rc"] != 0:
                     print(run["output"][-3000:])
                     raise SystemExit("a test selection fails without any mutant; fix that first.")
@@ -715,11 +764,14 @@ def main(argv: list[str] | None = None) -> int:
             r = run_mutant(mu, root, args.timeout, tests)
             results.append(r)
             tag = "EQUIVALENT " + r["outcome"] if mu.equivalent else r["outcome"].upper()
-            print(f"[{i}/{len(mutants)}] {tag:9} {r['seconds']:6.1f}s {mu.id}: {r['detail']}",
-                  flush=True)
+            print(
+                f"[{i}/{len(mutants)}] {tag:9} {r['seconds']:6.1f}s {mu.id}: {r['detail']}",
+                flush=True,
+            )
         totals = summary(results)
-        commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
-                                capture_output=True, text=True).stdout.strip()
+        commit = subprocess.run(
+            ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        ).stdout.strip()
         record = {
             "commit": commit + (" + working tree" if args.worktree else ""),
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
@@ -735,8 +787,10 @@ def main(argv: list[str] | None = None) -> int:
             Path(args.markdown).write_text(table + "\n")
         print("\n" + table)
         t = totals["total"]
-        print(f"\nkilled {t.get('killed', 0)} of {t.get('killed', 0) + t.get('survived', 0)} "
-              f"scored mutants; results in {args.out}")
+        print(
+            f"\nkilled {t.get('killed', 0)} of {t.get('killed', 0) + t.get('survived', 0)} "
+            f"scored mutants; results in {args.out}"
+        )
         return 0
     finally:
         if args.keep:
