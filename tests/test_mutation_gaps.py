@@ -424,40 +424,64 @@ def test_conversion_keeps_every_config_field(hf_class):
 
 
 class FixedMaskCollator(ToyCollator):
-    """Masks word positions 2, 5 and 8 of every row, whatever the generator: the same number
-    of targets per example, so a mean over micro-batches equals the mean over the batch."""
+    """Masks chosen by each example's own content, whatever the generator, so that a batch split
+    into micro-batches has the same targets as the whole. `vary=False`: word positions 2, 5 and 8
+    of every row (equal counts); `vary=True`: every position p with (p + length) % 4 == 0 (the
+    count differs from example to example)."""
+
+    def __init__(self, vary: bool = False):
+        super().__init__()
+        self.vary = vary
 
     def __call__(self, examples, generator=None):
         batch = super().__call__(examples, generator=torch.Generator().manual_seed(0))
         ids, labels = batch["input_ids"], batch["labels"]
         original = torch.where(labels != -100, labels, ids)
-        labels = torch.full_like(ids, -100)
-        labels[:, [2, 5, 8]] = original[:, [2, 5, 8]]
-        batch["labels"] = labels
-        batch["input_ids"] = original.masked_fill(labels != -100, 3)
+        chosen = torch.zeros_like(ids, dtype=torch.bool)
+        for row, example in enumerate(examples):
+            n = len(example["input_ids"])
+            if self.vary:
+                chosen[row, 1 : n - 1] = (torch.arange(1, n - 1) + n) % 4 == 0
+            else:
+                chosen[row, [2, 5, 8]] = True
+        batch["labels"] = torch.where(chosen, original, torch.full_like(ids, -100))
+        batch["input_ids"] = original.masked_fill(chosen, 3)
         return batch
 
 
 def test_accumulation_averages_the_micro_batches():
-    """Bug: accumulated gradients are summed, not averaged (AdamW hides the factor in the
-    weights; the gradient norm shows it)."""
+    """Bugs: accumulated gradients are summed, not averaged, or weighted by the wrong count
+    (AdamW hides a constant factor in the weights; the gradient norm shows it)."""
+    from course_lib.training.engine import ModelLoss
 
-    def first_grad_norm(batch_size: int, accumulation: int) -> float:
+    def first_grad_norm(batch_size, accumulation, collator, objective=None) -> float:
         trainer = Trainer(
             tiny_mlm(seed=4, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0),
             toy_examples(32),
-            FixedMaskCollator(),
+            collator,
             TrainingConfig(
                 max_steps=1,
                 batch_size=batch_size,
-                progress=False,
                 gradient_accumulation_steps=accumulation,
                 max_grad_norm=None,
+                progress=False,
             ),
+            objective=objective,
         )
         return trainer.train()[0]["grad_norm"]
 
-    assert first_grad_norm(8, 2) == pytest.approx(first_grad_norm(16, 1), rel=1e-4)
+    # The default objective is exact: micro-batches with different numbers of masked tokens
+    # are weighted by their share of the step's targets.
+    varying, equal = FixedMaskCollator(vary=True), FixedMaskCollator()
+    assert first_grad_norm(8, 2, varying) == pytest.approx(
+        first_grad_norm(16, 1, varying), rel=1e-4
+    )
+    # A plain objective (no target counts) is averaged over micro-batches: exact when every
+    # micro-batch has the same number of targets.
+    plain = lambda model, batch: ModelLoss()(model, batch)  # noqa: E731
+    assert first_grad_norm(8, 2, equal, plain) == pytest.approx(
+        first_grad_norm(16, 1, equal, plain), rel=1e-4
+    )
 
 
 def test_evaluation_every_minutes_follows_the_clock(monkeypatch):
