@@ -572,8 +572,34 @@ def status_of(mutant: Mutant, root: Path) -> str:
     return "ok" if n == 1 else f"stale ({n} matches)"
 
 
-def run_pytest(root: Path, args: tuple[str, ...], timeout: float) -> dict:
-    """pytest -x -q on `args` in the copy, holding the shared CPU lock for this run only."""
+class CpuLock:
+    """The shared CPU lock (flock, as one-at-a-time takes it), held for one pytest run, or for
+    consecutive runs until `hold_s` seconds have passed; then released so queued jobs go first."""
+
+    def __init__(self, path: str = LOCK, hold_s: float = 0.0) -> None:
+        self.path, self.hold_s = path, hold_s
+        self.file = None
+        self.since = 0.0
+
+    def acquire(self) -> float:
+        """Take the lock if not held; return the seconds spent waiting."""
+        if self.file is not None:
+            return 0.0
+        start = time.monotonic()
+        self.file = open(self.path, "a")  # noqa: SIM115  (held across calls)
+        fcntl.flock(self.file, fcntl.LOCK_EX)
+        self.since = time.monotonic()
+        return self.since - start
+
+    def release(self, force: bool = False) -> None:
+        if self.file is not None and (force or time.monotonic() - self.since >= self.hold_s):
+            fcntl.flock(self.file, fcntl.LOCK_UN)
+            self.file.close()
+            self.file = None
+
+
+def run_pytest(root: Path, args: tuple[str, ...], timeout: float, lock: CpuLock) -> dict:
+    """pytest -x -q on `args` in the copy, holding the shared CPU lock while it runs."""
     command = [
         sys.executable,
         "-m",
@@ -586,25 +612,22 @@ def run_pytest(root: Path, args: tuple[str, ...], timeout: float) -> dict:
         "--durations-min=1000",
         *args,
     ]
-    with open(LOCK, "a") as lock:
-        waited = time.monotonic()
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        waited = time.monotonic() - waited
-        start = time.monotonic()
-        try:
-            proc = subprocess.run(
-                command,
-                cwd=root,
-                env=environment(root),
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-            )
-            rc, output = proc.returncode, proc.stdout + proc.stderr
-        except subprocess.TimeoutExpired as err:
-            rc, output = -1, f"timeout after {timeout:.0f} s\n{err.stdout or ''}"
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    waited = lock.acquire()
+    start = time.monotonic()
+    try:
+        proc = subprocess.run(
+            command,
+            cwd=root,
+            env=environment(root),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        rc, output = proc.returncode, proc.stdout + proc.stderr
+    except subprocess.TimeoutExpired as err:
+        rc, output = -1, f"timeout after {timeout:.0f} s\n{err.stdout or ''}"
+    finally:
+        lock.release()
     return {"rc": rc, "output": output, "seconds": time.monotonic() - start, "waited": waited}
 
 
@@ -633,7 +656,9 @@ def select(tests: tuple[str, ...], within: str | None, without: str | None) -> t
     return (*paths, *([] if within else keyword))
 
 
-def run_mutant(mutant: Mutant, root: Path, timeout: float, tests: tuple[str, ...] | None) -> dict:
+def run_mutant(
+    mutant: Mutant, root: Path, timeout: float, tests: tuple[str, ...] | None, lock: CpuLock
+) -> dict:
     path = root / "src" / "course_lib" / mutant.path
     original = path.read_text()
     result = {**asdict(mutant), "module": mutant.module}
@@ -644,7 +669,7 @@ def run_mutant(mutant: Mutant, root: Path, timeout: float, tests: tuple[str, ...
         return {**result, "outcome": "stale", "detail": status, "seconds": 0.0}
     path.write_text(original.replace(mutant.original, mutant.replacement))
     try:
-        run = run_pytest(root, tuple(result["tests"]), timeout)
+        run = run_pytest(root, tuple(result["tests"]), timeout, lock)
     finally:
         path.write_text(original)
     if run["rc"] == 0:
@@ -727,6 +752,13 @@ def main(argv: list[str] | None = None) -> int:
         help="skip checking that every test selection passes unmutated",
     )
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per pytest run")
+    parser.add_argument(
+        "--hold",
+        type=float,
+        default=0.0,
+        help="keep the CPU lock across consecutive mutants for up to this many seconds "
+        "(default 0: taken and released for every pytest run)",
+    )
     parser.add_argument("--out", default=str(REPO / "docs" / "mutation-results.json"))
     parser.add_argument("--markdown", help="also write the result tables to this file")
     parser.add_argument("--keep", action="store_true", help="keep the temporary copy")
@@ -750,6 +782,7 @@ def main(argv: list[str] | None = None) -> int:
 
     root = snapshot(args.worktree)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # still remove the copy
+    lock = CpuLock(hold_s=args.hold)
     try:
         if args.list:
             for mu in mutants:
@@ -760,7 +793,7 @@ def main(argv: list[str] | None = None) -> int:
         baseline = {}
         if not args.no_baseline:
             for selection in sorted({tests or mu.tests for mu in mutants}):
-                run = run_pytest(root, selection, args.timeout)
+                run = run_pytest(root, selection, args.timeout, lock)
                 baseline[" ".join(selection)] = round(run["seconds"], 1)
                 print(
                     f"baseline {run['seconds']:6.1f}s rc={run['rc']} {' '.join(selection)}",
@@ -771,7 +804,7 @@ def main(argv: list[str] | None = None) -> int:
                     raise SystemExit("a test selection fails without any mutant; fix that first.")
         results = []
         for i, mu in enumerate(mutants, 1):
-            r = run_mutant(mu, root, args.timeout, tests)
+            r = run_mutant(mu, root, args.timeout, tests, lock)
             results.append(r)
             tag = "EQUIVALENT " + r["outcome"] if mu.equivalent else r["outcome"].upper()
             print(
@@ -803,6 +836,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 0
     finally:
+        lock.release(force=True)
         if args.keep:
             print(f"kept {root}")
         else:
