@@ -293,3 +293,44 @@ def test_parameter_formula_checker_accepts_the_formula(capsys):
 def test_parameter_formula_checker_names_the_mistake(wrong, message):
     with pytest.raises(ExerciseError, match=message):
         check_parameter_formula(wrong)
+
+
+# ----- every checker, every chapter: any answer gets a message, never a crash in the checker ----
+
+from course_lib.exercises import albert, bert, deberta, distil, roberta  # noqa: E402
+
+ALL_CHECKERS = [
+    getattr(module, name)
+    for module in (bert, roberta, albert, deberta, distil)
+    for name in sorted(dir(module))
+    if name.startswith("check_")
+]
+GARBAGE = {
+    "None": lambda *a, **k: None,
+    "an int": lambda *a, **k: 3,
+    "a string": lambda *a, **k: "x",
+    "a scalar tensor": lambda *a, **k: torch.tensor(0.5),
+    "NaN": lambda *a, **k: torch.tensor(float("nan")),
+    "(None, None)": lambda *a, **k: (None, None),
+    "its first input": lambda *a, **k: a[0],
+    "its first input twice": lambda *a, **k: (a[0], a[0]),
+    "a list of tuples": lambda *a, **k: [(1, 2, 3)],
+    "a dict of None": lambda *a, **k: dict.fromkeys(("input_ids", "attention_mask", "labels")),
+}
+
+
+def test_all_twenty_checkers_are_covered():
+    assert len(ALL_CHECKERS) == 20
+
+
+@pytest.mark.usefixtures("one_thread")
+@pytest.mark.parametrize("checker", ALL_CHECKERS, ids=lambda c: c.__name__)
+def test_any_answer_gets_an_exercise_error_not_a_crash(checker):
+    for what, answer in GARBAGE.items():
+        try:
+            checker(answer)
+        except ExerciseError:
+            continue
+        except Exception as err:  # noqa: BLE001  (the point of the test)
+            pytest.fail(f"{checker.__name__} crashed on an answer returning {what}: {err!r}")
+        pytest.fail(f"{checker.__name__} accepted an answer returning {what}")

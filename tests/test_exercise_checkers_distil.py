@@ -143,6 +143,7 @@ def test_layer_choice_checker_accepts_a_correct_answer(capsys):
             r"expected \[0, 2, 4, 7, 9, 11\]",
         ),
         (lambda n: 6, "return a list"),
+        (lambda n: [(0, 1)] * (n // 2), "flat list of layer indices"),
     ],
 )
 def test_layer_choice_checker_names_the_mistake(wrong, message):

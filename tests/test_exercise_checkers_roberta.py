@@ -16,6 +16,9 @@ from course_lib.exercises.roberta import (
 from course_lib.objectives.masking import MaskingConfig, build_special_tokens_mask, mask_tokens
 from course_lib.tokenization import train_tokenizer
 
+# Tiny models: one torch thread is several times faster than two competing ones.
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 
 def stub(*args, **kwargs):
     raise NotImplementedError()
@@ -203,6 +206,7 @@ def test_full_sentences_accepts_the_packing(capsys):
         (cut_anywhere, "sentences are cut at block boundaries"),
         (drops_long_sentences, "not dropped"),
         (lambda d, b, s: [[t for x in d for y in x for t in y]], "more than budget"),
+        (lambda d, b, s: d, "flat list of token ids"),
     ],
 )
 def test_full_sentences_rejects_typical_mistakes(wrong, message):

@@ -183,7 +183,12 @@ def check_student_layers(choose_layers: Callable) -> None:
             isinstance(got, (list, tuple)),
             f"return a list of layer indices, got {type(got).__name__}.",
         )
-        got = [int(i) for i in got]
+        try:
+            got = [int(i) for i in got]
+        except (TypeError, ValueError):
+            raise ExerciseError(
+                f"return a flat list of layer indices (ints), got {got!r}."
+            ) from None
         if got == expected:
             continue
         expect(

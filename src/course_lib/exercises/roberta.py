@@ -255,7 +255,10 @@ def check_full_sentences(pack: Callable) -> None:
         isinstance(got, list) and all(isinstance(b, list) for b in got),
         "return a list of blocks, each a list of token ids.",
     )
-    got = [[int(t) for t in b] for b in got]
+    try:
+        got = [[int(t) for t in b] for b in got]
+    except (TypeError, ValueError):
+        raise ExerciseError("each block must be a flat list of token ids (ints).") from None
     ref = reference_full_sentences(docs, budget, sep)
     if got == ref:
         passed(
