@@ -94,6 +94,7 @@ def test_log_bucket_checker_accepts_a_correct_answer(capsys):
         (lambda rel, b, m: rel, "no compression"),
         (bucket_with(keep_sign=False), "the sign is lost"),
         (bucket_with(rounding=torch.floor), r"rounds the logarithmic part UP \(ceil\)"),
+        (bucket_with(rounding=torch.round), "rounded to the nearest"),
         (bucket_with(top_offset=0), "the log scale is off"),
         (lambda rel, b, m: good_log_bucket(rel, b, m)[1:], "one bucket per distance"),
         (lambda rel, b, m: torch.log1p(rel.abs().float()), "whole numbers"),

@@ -52,6 +52,9 @@ def test_kl_checker_accepts_the_formula_and_the_kldivloss_form(capsys):
             "reduction='mean'",
         ),
         (lambda s, te, t: good_kl(s.detach(), te, t), "stay differentiable"),
+        (lambda s, te, t: good_kl(s, te, t) / t, "the factor is T, not T\\^2"),
+        (lambda s, te, t: good_kl(s, te, t) * t, "the factor is T\\^3"),
+        (lambda s, te, t: F.cross_entropy(s / t, F.softmax(te / t, -1)) * t**2, "cross-entropy"),
         (
             lambda s, te, t: (
                 F.kl_div(F.softmax(s / t, -1), F.softmax(te / t, -1), reduction="batchmean") * t**2
@@ -106,6 +109,10 @@ def test_cosine_checker_accepts_a_correct_answer(capsys):
             "return 1 - cos",
         ),
         (mean_of_means, "mean of per-sentence means"),
+        (
+            lambda s, t, m: (1 - F.cosine_similarity(s, t, -1))[m.bool()].sum(),
+            "you sum over the real",
+        ),
         (lambda s, t, m: ((1 - F.cosine_similarity(s, t, dim=-1)) * m).mean(), "padding's zeros"),
         (lambda s, t, m: (1 - F.cosine_similarity(s, t, dim=1)).mean(), "wrong dimension"),
         (lambda s, t, m: good_cosine(s, t, m).reshape(1), "scalar"),
@@ -143,6 +150,7 @@ def test_layer_choice_checker_accepts_a_correct_answer(capsys):
             r"expected \[0, 2, 4, 7, 9, 11\]",
         ),
         (lambda n: 6, "return a list"),
+        (lambda n: [round(i * (n - 1) / (n // 2 - 1)) for i in range(n // 2)], "round halves UP"),
         (lambda n: [(0, 1)] * (n // 2), "flat list of layer indices"),
     ],
 )

@@ -147,6 +147,12 @@ def check_log_bucket(log_bucket: Callable) -> None:
             got, _log_bucket_variant(rel, bucket_size, max_position, rounding=torch.floor)
         ):
             raise ExerciseError("rounded down: DeBERTa rounds the logarithmic part UP (ceil).")
+        if torch.equal(
+            got, _log_bucket_variant(rel, bucket_size, max_position, rounding=torch.round)
+        ):
+            raise ExerciseError(
+                "rounded to the nearest: DeBERTa rounds the logarithmic part UP (ceil)."
+            )
         if torch.equal(got, _log_bucket_variant(rel, bucket_size, max_position, top=max_position)):
             raise ExerciseError(
                 f"the log scale is off: the largest distance is max_position - "

@@ -104,6 +104,13 @@ def _diagnose_kl(got: Tensor, s: Tensor, t_logits: Tensor, t: float, n: int, voc
             t_logits / t, s
         ).mean()
         * t**2,
+        f"the factor is T, not T^2: at T={t:g} multiply the KL by temperature**2": rows.mean() * t,
+        f"the factor is T^3, not T^2: at T={t:g} multiply the KL by temperature**2": rows.mean()
+        * t**3,
+        "that is the cross-entropy with the teacher's soft targets: the KL plus the teacher's "
+        "entropy (same gradient, larger value). Return the KL, sum p_teacher * (log p_teacher - "
+        "log p_student)": -(F.softmax(t_logits / t, -1) * F.log_softmax(s / t, -1)).sum(-1).mean()
+        * t**2,
         f"you sum over the {n} rows: average over them instead (reduction='batchmean')": rows.sum()
         * t**2,
         f"you average over rows AND the {vocab} vocabulary entries (reduction='mean'): average "
@@ -116,7 +123,7 @@ def _diagnose_kl(got: Tensor, s: Tensor, t_logits: Tensor, t: float, n: int, voc
             raise ExerciseError(message + ".")
     ref = rows.mean() * t**2
     raise ExerciseError(
-        f"at T={t:g} you return {float(got):.5f}, expected {float(ref):.5f} = T^2 x mean over rows of "
+        f"at T={t:g} you return {float(got.detach()):.5f}, expected {float(ref):.5f} = T^2 x mean over rows of "
         "KL(softmax(teacher/T) || softmax(student/T))."
     )
 
@@ -154,6 +161,9 @@ def check_hidden_cosine(cosine_loss: Callable) -> None:
             "a loss must be 0 when the directions agree: return 1 - cos, not cos": cos[real].mean(),
             "this is a mean of per-sentence means: average over all real tokens at once, so "
             "every token counts the same whatever its sentence's length": per_row.mean(),
+            "you sum over the real tokens: take the mean (divide by their number)": (1 - cos)[
+                real
+            ].sum(),
             "the cosine is taken over the wrong dimension: compare hidden vectors, i.e. over the "
             "last dimension (dim=-1)": (1 - F.cosine_similarity(s, t, dim=1)).mean(),
         }
@@ -161,7 +171,7 @@ def check_hidden_cosine(cosine_loss: Callable) -> None:
             if _close(got, value):
                 raise ExerciseError(message + ".")
         raise ExerciseError(
-            f"you return {float(got):.5f}, expected {float(ref):.5f} = mean over real tokens of "
+            f"you return {float(got.detach()):.5f}, expected {float(ref):.5f} = mean over real tokens of "
             "1 - cos(student, teacher), the cosine over the hidden dimension (dim=-1)."
         )
     same = run_learner_code(cosine_loss, s.clone(), s * 3.0, mask.clone())
@@ -206,6 +216,12 @@ def check_student_layers(choose_layers: Callable) -> None:
             f"for {n} layers you return {got}: keep the LAST layer "
             f"(index {n - 1}) - the copied MLM head was trained on its output.",
         )
+        k = len(expected)
+        if got == [round(i * (n - 1) / (k - 1)) for i in range(k)]:
+            raise ExerciseError(
+                f"for {n} layers you return {got}, expected {expected}: Python's round() sends "
+                "halves to the even neighbour (2.5 -> 2); round halves UP, int(x + 0.5)."
+            )
         raise ExerciseError(
             f"for {n} layers you return {got}, expected {expected}: spread them evenly, layer "
             f"i * (n - 1) / (k - 1) rounded to the nearest (half up), for i = 0 .. k - 1."
