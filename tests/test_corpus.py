@@ -77,9 +77,14 @@ def test_builtin_corpus_is_read_from_the_cache(builtin, tmp_path, monkeypatch):
     (cached,) = cache.glob("builtin_corpus_v*_py*.json")
     assert corpus.build_info["cache_file"] == str(cached)
     # A planted cache file is what gets loaded: proof that no rebuild happens.
-    fake = {"version": 1, "python": "x", "counts": {},
-            "documents": [{"title": f"t{i}", "sentences": ["One two three.", "Four five six."]}
-                          for i in range(20)]}
+    fake = {
+        "version": 1,
+        "python": "x",
+        "counts": {},
+        "documents": [
+            {"title": f"t{i}", "sentences": ["One two three.", "Four five six."]} for i in range(20)
+        ],
+    }
     (tmp_path / cached.name).write_text(json.dumps(fake))
     monkeypatch.setenv(CACHE_ENV_VAR, str(tmp_path))
     assert default_cache_dir() == tmp_path
@@ -96,11 +101,16 @@ def test_content_hash_tracks_the_text():
 
 
 def test_split_sentences_handles_abbreviations():
-    text = ("Use a list, e.g. a Python list. It works! Does it? Yes: see Dr. Smith and "
-            "J. Doe (i.e. both). The end.")
+    text = (
+        "Use a list, e.g. a Python list. It works! Does it? Yes: see Dr. Smith and "
+        "J. Doe (i.e. both). The end."
+    )
     assert split_sentences(text) == [
-        "Use a list, e.g. a Python list.", "It works!", "Does it?",
-        "Yes: see Dr. Smith and J. Doe (i.e. both).", "The end.",
+        "Use a list, e.g. a Python list.",
+        "It works!",
+        "Does it?",
+        "Yes: see Dr. Smith and J. Doe (i.e. both).",
+        "The end.",
     ]
     assert split_sentences('He said "Stop." Then left.') == ['He said "Stop."', "Then left."]
     assert split_sentences("  \n ") == []
@@ -151,7 +161,9 @@ def test_split_documents_errors_and_stability():
     assert split_documents(docs, 0.0, seed=0) == (docs, [])
     with pytest.raises(ValueError, match="corpus is empty"):
         split_documents([], 0.05, seed=0)
-    with pytest.raises(ValueError, match="too few for validation_fraction=0.05.*validation_fraction=0"):
+    with pytest.raises(
+        ValueError, match="too few for validation_fraction=0.05.*validation_fraction=0"
+    ):
         split_documents(docs[:1], 0.05, seed=0)
     with pytest.raises(ValueError, match=r"must be in \[0, 1\)"):
         split_documents(docs, 1.0, seed=0)
@@ -162,8 +174,11 @@ def test_load_text_corpus_folder_of_txt_and_jsonl(tmp_path):
     (tmp_path / "a.txt").write_text("First doc. It has two sentences.\n\nAnd a paragraph.")
     (tmp_path / "sub" / "b.txt").write_text("Second doc here.")
     (tmp_path / "c.jsonl").write_text(
-        json.dumps({"text": "From JSON. Two sentences.", "title": "json-doc"}) + "\n\n"
-        + json.dumps("A bare string document.") + "\n")
+        json.dumps({"text": "From JSON. Two sentences.", "title": "json-doc"})
+        + "\n\n"
+        + json.dumps("A bare string document.")
+        + "\n"
+    )
     (tmp_path / "ignored.csv").write_text("x,y")
     corpus = load_text_corpus(tmp_path, validation_fraction=0.0)
     by_title = {d.title: d.sentences for d in corpus.train}
@@ -173,18 +188,22 @@ def test_load_text_corpus_folder_of_txt_and_jsonl(tmp_path):
         "json-doc": ["From JSON.", "Two sentences."],
         "c.jsonl:3": ["A bare string document."],
     }
-    blocks = load_text_corpus(tmp_path / "a.txt", validation_fraction=0.0,
-                              document_boundary="blank_line")
-    assert [d.sentences for d in blocks.train] == [["First doc.", "It has two sentences."],
-                                                    ["And a paragraph."]]
+    blocks = load_text_corpus(
+        tmp_path / "a.txt", validation_fraction=0.0, document_boundary="blank_line"
+    )
+    assert [d.sentences for d in blocks.train] == [
+        ["First doc.", "It has two sentences."],
+        ["And a paragraph."],
+    ]
 
 
 def test_load_text_corpus_errors_name_the_problem(tmp_path):
     (tmp_path / "bad.jsonl").write_text(json.dumps({"body": "x"}) + "\n")
     with pytest.raises(ValueError, match=r"bad.jsonl:1 has no 'text' field \(found \['body'\]\)"):
         load_text_corpus(tmp_path / "bad.jsonl")
-    assert load_text_corpus(tmp_path / "bad.jsonl", validation_fraction=0,
-                            text_field="body").train[0].sentences == ["x"]
+    assert load_text_corpus(tmp_path / "bad.jsonl", validation_fraction=0, text_field="body").train[
+        0
+    ].sentences == ["x"]
     with pytest.raises(FileNotFoundError):
         load_text_corpus(tmp_path / "missing")
     (tmp_path / "empty").mkdir()
@@ -194,7 +213,10 @@ def test_load_text_corpus_errors_name_the_problem(tmp_path):
     with pytest.raises(ValueError, match="use .txt or .jsonl"):
         load_text_corpus(tmp_path / "x.csv")
     (tmp_path / "blank.txt").write_text("   \n")
-    with pytest.warns(UserWarning, match="Skipped 1 empty"), pytest.raises(ValueError, match="empty"):
+    with (
+        pytest.warns(UserWarning, match="Skipped 1 empty"),
+        pytest.raises(ValueError, match="empty"),
+    ):
         load_text_corpus(tmp_path / "blank.txt")
     with pytest.raises(ValueError, match="document_boundary='line' is unknown"):
         load_text_corpus(tmp_path, document_boundary="line")
@@ -208,9 +230,16 @@ def test_load_hf_dataset_without_datasets_says_how_to_install(monkeypatch):
 
 def test_load_hf_dataset_groups_wikitext_lines_into_articles(monkeypatch):
     rows = {
-        "train": ["", " = Alpha = \n", "", " Alpha is a letter . It comes first . \n",
-                  " = = Usage = = \n", " Used in 1 @,@ 000 @-@ odd words . \n",
-                  " = Beta = \n", " Beta is second . \n"],
+        "train": [
+            "",
+            " = Alpha = \n",
+            "",
+            " Alpha is a letter . It comes first . \n",
+            " = = Usage = = \n",
+            " Used in 1 @,@ 000 @-@ odd words . \n",
+            " = Beta = \n",
+            " Beta is second . \n",
+        ],
         "validation": [" = Gamma = \n", " Gamma is third . Really . \n"],
     }
 
@@ -227,12 +256,14 @@ def test_load_hf_dataset_groups_wikitext_lines_into_articles(monkeypatch):
     monkeypatch.setitem(sys.modules, "datasets", fake)
     corpus = load_hf_dataset("wikitext", "wikitext-2-raw-v1")
     assert [d.title for d in corpus.train] == ["Alpha", "Beta"]
-    assert corpus.train[0].sentences == ["Alpha is a letter .", "It comes first .",
-                                         "Used in 1,000-odd words ."]
+    assert corpus.train[0].sentences == [
+        "Alpha is a letter .",
+        "It comes first .",
+        "Used in 1,000-odd words .",
+    ]
     assert [d.title for d in corpus.validation] == ["Gamma"]
     with pytest.raises(ValueError, match="no column 'content'"):
         load_hf_dataset("wikitext", text_field="content")
-
 
 
 def test_c_module_docstrings_ignore_members_replaced_by_tools(monkeypatch):
@@ -245,3 +276,25 @@ def test_c_module_docstrings_ignore_members_replaced_by_tools(monkeypatch):
     monkeypatch.setattr(sys, "excepthook", hook)
     assert corpus_mod._c_module_docstrings("sys") == before
     assert any(d.startswith("Handle an exception by displaying it") for d in before)
+
+
+def test_a_file_that_is_not_utf8_says_to_save_it_as_utf8(tmp_path):
+    path = tmp_path / "latin1.txt"
+    path.write_bytes("Un caf\u00e9 noir. Deux caf\u00e9s.".encode("latin-1"))
+    with pytest.raises(
+        ValueError, match=r"not UTF-8 text \(byte 0xe9 at byte 6\); save the file as UTF-8"
+    ):
+        load_text_corpus(path)
+
+
+def test_too_few_documents_and_a_missing_text_field_carry_their_details(tmp_path):
+    from course_lib.data.corpus import MissingTextField, TooFewDocuments
+
+    (tmp_path / "one.txt").write_text("Only one document here. It has two sentences.")
+    with pytest.raises(TooFewDocuments) as err:
+        load_text_corpus(tmp_path / "one.txt")
+    assert err.value.documents == 1 and "validation_fraction=0" in str(err.value)
+    (tmp_path / "rows.jsonl").write_text('{"body": "a b c"}\n')
+    with pytest.raises(MissingTextField) as err:
+        load_text_corpus(tmp_path / "rows.jsonl")
+    assert err.value.location.endswith("rows.jsonl:1") and err.value.found == ["body"]

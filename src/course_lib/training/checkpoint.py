@@ -206,6 +206,10 @@ def recover_checkpoint(directory: str | Path) -> Path | None:
     if source is None:
         return None
     source.rename(directory)
+    if source.name.startswith(f".{directory.name}.tmp-"):
+        older = newest("old")  # the save had finished writing: its previous checkpoint goes
+        if older is not None:
+            _remove_checkpoint(older)
     warnings.warn(
         f"recovered checkpoint {directory} from {source.name} (a save was interrupted between "
         "its two renames)",
@@ -269,7 +273,27 @@ def save_checkpoint(
     tmp.rename(directory)
     if old is not None:
         _remove_checkpoint(old)
+    _remove_stale_temporaries(directory)
     return directory
+
+
+def _remove_stale_temporaries(directory: Path) -> None:
+    """Folders `.<name>.tmp-<pid>` / `.<name>.old-<pid>` left by a save that was killed (its
+    process is gone): their checkpoint files are removed, anything else in them is kept."""
+    if os.name != "posix":  # os.kill(pid, 0) only probes on POSIX
+        return
+    for path in directory.parent.glob(f".{directory.name}.*-*"):
+        kind, _, rest = path.name[len(directory.name) + 2 :].partition("-")
+        pid = rest.split("-")[0]
+        if kind not in ("tmp", "old") or not pid.isdigit() or not path.is_dir():
+            continue
+        try:
+            os.kill(int(pid), 0)
+            continue  # that process still runs (perhaps saving right now)
+        except ProcessLookupError:
+            _remove_checkpoint(path)
+        except (PermissionError, OverflowError, OSError):
+            continue
 
 
 def read_state(directory: str | Path) -> dict[str, Any]:
@@ -338,7 +362,11 @@ def load_checkpoint(
             k for k in set(saved_config) | set(config) if saved_config.get(k) != config.get(k)
         )
         details = ", ".join(f"{k}: {saved_config.get(k)!r} vs {config.get(k)!r}" for k in diff)
-        raise ValueError(f"checkpoint {directory} was saved from a different config ({details}).")
+        raise ValueError(
+            f"checkpoint {directory} was saved from a different config ({details}); load it into "
+            "a model built from its own config (load_pretrained does that), or resume with the "
+            "recipe it was trained with."
+        )
     device = next(model.parameters()).device
     weights = directory / MODEL_FILE
     try:
@@ -446,20 +474,20 @@ def load_tokenizer(directory: str | Path, state: dict[str, Any] | None = None) -
             f"since the save); {fix}."
         )
     config = state.get("config") if isinstance(state.get("config"), dict) else {}
-    vocab_size = config.get("vocab_size")
-    if vocab_size is not None and tokenizer.vocab_size != vocab_size:
-        raise CheckpointError(
-            f"{path} has {tokenizer.vocab_size} entries but the model was trained with "
-            f"{vocab_size}: it is another run's tokenizer; {fix}."
-        )
     model_type = config.get("model_type")
     try:
-        expected = canonical_family(model_type) if model_type else None
+        expected = canonical_family(model_type) if isinstance(model_type, str) else None
     except ValueError:
         expected = None
     if expected is not None and tokenizer.family != expected:
         raise CheckpointError(
             f"{path} is a {tokenizer.family} tokenizer but a {model_type} model needs a "
             f"{expected} one: it is another family's tokenizer; {fix}."
+        )
+    vocab_size = config.get("vocab_size")
+    if vocab_size is not None and tokenizer.vocab_size != vocab_size:
+        raise CheckpointError(
+            f"{path} has {tokenizer.vocab_size} entries but the model was trained with "
+            f"{vocab_size}: it is another run's tokenizer; {fix}."
         )
     return tokenizer

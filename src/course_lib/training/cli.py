@@ -57,7 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--family", default="bert", help=f"model family: {', '.join(FAMILIES)} (default bert)"
     )
     p.add_argument(
-        "--preset", default="tiny", help="recipe or size: tiny (default), bert-mini, ..."
+        "--preset",
+        default=None,
+        help="recipe or size: tiny (default; with --resume: the run's own), bert-mini, ...",
     )
     p.add_argument(
         "--objective", default=None, choices=OBJECTIVES, help="default: the recipe's (mlm)"
@@ -90,7 +92,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--precision", default=None, choices=("auto", "fp32", "bf16", "fp16"))
     p.add_argument("--device", default="auto", help="auto (CUDA > MPS > CPU), cpu, cuda, mps")
-    p.add_argument("--seed", type=int, default=0, help=f"0 to {MAX_SEED} (default 0)")
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help=f"0 to {MAX_SEED} (default 0; with --resume: the run's)",
+    )
     p.add_argument("--batch-size", type=int, default=None, help="per process (default: recipe's)")
     p.add_argument("--lr", type=float, default=None, help="peak learning rate (default: recipe's)")
     p.add_argument(
@@ -294,6 +301,24 @@ def _check_output_dir(output_dir: Path, resume_dir: Path | None, overwrite: bool
     )
 
 
+def _same_as_saved(args: argparse.Namespace, saved: dict[str, Any], resume_dir: Path) -> None:
+    """Flags that must match the run being resumed (they fix the data order and the model);
+    left out, they default to the run's own values."""
+    for flag, key in (
+        ("--seed", "seed"),
+        ("--batch-size", "batch_size"),
+        ("--objective", "objective"),
+    ):
+        given, before = getattr(args, key), saved.get(key)
+        if given is not None and before is not None and given != before:
+            raise UsageError(
+                f"checkpoint {str(resume_dir)!r} was trained with {flag} {before}; resume with the "
+                f"same value (or leave {flag} out)"
+            )
+    if args.seed is None:
+        args.seed = saved.get("seed", 0)
+
+
 def _finished(args: argparse.Namespace, state: dict[str, Any]) -> str | None:
     """Why a resumed run has nothing left to do (its budget is spent), or None."""
     saved = state["training_config"]
@@ -336,26 +361,38 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
     _positive(args.batch_size, "--batch-size")
     _positive(args.lr, "--lr")
     _at_least_zero(args.samples, "--samples")
-    if not 0 <= args.seed <= MAX_SEED:
+    if args.seed is not None and not 0 <= args.seed <= MAX_SEED:
         raise UsageError(f"--seed must be in [0, {MAX_SEED}], got {args.seed}")
     threads = _threads(args.threads)
     family = FAMILIES[args.family]
-    try:
-        recipe = get_recipe(args.preset, args.family)
-        recipe.model_config(family, vocab_size=1000, pad_token_id=0)  # sizes valid for the family?
-    except ValueError as err:
-        raise UsageError(str(err).rstrip(".")) from err
-    output_dir = Path(args.output_dir or Path("runs") / args.preset)
+    output_dir = Path(args.output_dir or Path("runs") / (args.preset or "tiny"))
     resume_dir, state = None, {}
     if args.resume is not None:
         resume_dir = output_dir / CHECKPOINT_NAME if args.resume == "auto" else Path(args.resume)
     _check_output_dir(output_dir, resume_dir, args.overwrite)  # before any corpus work
+    preset = args.preset or "tiny"
     if resume_dir is not None:
         state = _checkpoint_state(resume_dir, args.family, resume=True)
+        run_info = state.get("run") if isinstance(state.get("run"), dict) else {}
+        saved_preset = run_info.get("preset")
+        if args.preset is not None and saved_preset is not None and args.preset != saved_preset:
+            raise UsageError(
+                f"checkpoint {str(resume_dir)!r} was trained with --preset {saved_preset}; "
+                f"resume with that preset (or leave --preset out)"
+            )
+        preset = args.preset or saved_preset or preset
+        _same_as_saved(args, state["training_config"], resume_dir)
         finished = _finished(args, state)
         if finished is not None:
             print(f"the run in {resume_dir} already finished its budget ({finished})")
             return 0
+    try:
+        recipe = get_recipe(preset, args.family)
+        recipe.model_config(family, vocab_size=1000, pad_token_id=0)  # sizes valid for the family?
+    except ValueError as err:
+        raise UsageError(str(err).rstrip(".")) from err
+    if args.seed is None:
+        args.seed = 0
     objective = args.objective or recipe.training.get("objective", "mlm")
     if resume_dir is not None and args.objective is None:
         objective = state["training_config"].get("objective", objective)
@@ -416,21 +453,13 @@ def _pretrain(
     overrides: dict[str, Any] = dict(objective=objective, seed=args.seed, device=args.device)
     overrides["output_dir"] = str(output_dir)
     overrides["progress"] = not args.no_progress
-    if resume_dir is not None and args.steps is None and args.minutes is None:
-        saved = state["training_config"]  # continue towards the interrupted run's own budget
-        overrides.update(
-            {
-                k: saved[k]
-                for k in (
-                    "max_steps",
-                    "max_minutes",
-                    "eval_every",
-                    "eval_every_minutes",
-                    "batch_size",
-                    "lr",
-                )
-            }
-        )
+    if resume_dir is not None:
+        saved = state["training_config"]
+        # The data position depends on the batch size: the run's own unless given (and checked).
+        overrides.update({k: saved[k] for k in ("batch_size", "lr") if k in saved})
+        if args.steps is None and args.minutes is None:  # towards the run's own budget
+            keys = ("max_steps", "max_minutes", "eval_every", "eval_every_minutes")
+            overrides.update({k: saved[k] for k in keys if k in saved})
     if args.steps is not None:
         overrides.update(max_steps=args.steps, max_minutes=None, eval_every=max(1, args.steps // 5))
         overrides["eval_every_minutes"] = None
