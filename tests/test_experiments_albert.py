@@ -53,21 +53,28 @@ def test_sop_vs_nsp_fast(tmp_path):
         assert math.isfinite(row["eval_mlm_loss"])  # MLM is trained in every run by default
     for objective, entry in results["summary"].items():
         assert entry["probe_nsp"]["n"] == len(seeds) and entry["probe_nsp"]["std"] >= 0
-        per_seed = [r["probe"]["nsp"]["accuracy"] for r in results["runs"]
-                    if r["objective"] == objective]
+        per_seed = [
+            r["probe"]["nsp"]["accuracy"] for r in results["runs"] if r["objective"] == objective
+        ]
         assert entry["probe_nsp"]["mean"] == pytest.approx(sum(per_seed) / len(per_seed))
         majority = results["data"]["majority_baseline"]["nsp"]
         assert entry["minus_majority"]["probe_nsp"]["per_seed"] == pytest.approx(
-            [a - majority for a in per_seed])
+            [a - majority for a in per_seed]
+        )
     # the topic-only reference is order-blind; both baselines are accuracies
     assert all(is_fraction(v) for v in results["overlap_baseline"].values())
     assert results["paper"]["sop"]["nsp"] == 78.9 and results["paper"]["nsp"]["sop"] == 52.0
+    path = tmp_path / "sop_vs_nsp.json"  # --restat: the summary again, from the runs alone
+    path.write_text(json.dumps({**results, "summary": {}}))
+    exp.main(["--restat", "--no-plot", "--out", str(tmp_path)])
+    assert json.loads(path.read_text())["summary"] == results["summary"]
 
 
 def test_sop_vs_nsp_sentence_only_has_no_mlm_loss(tmp_path):
     exp = load("sop_vs_nsp")
-    results = exp.main(["--fast", "--out", str(tmp_path), "--sentence-only", "--seeds", "0",
-                        "--no-plot"])
+    results = exp.main(
+        ["--fast", "--out", str(tmp_path), "--sentence-only", "--seeds", "0", "--no-plot"]
+    )
     losses = {r["objective"]: r["eval_mlm_loss"] for r in results["runs"]}
     assert losses["nsp"] is None and losses["sop"] is None  # MLM head never trained
     assert math.isfinite(losses["none"])
@@ -78,10 +85,31 @@ def test_sop_vs_nsp_pair_draws_objectives_and_init(tmp_path):
     """--set pair_draws=2 doubles the pretraining pairs; a subset of objectives runs (and plots)
     alone; initializer_range reaches the model config, whose default stays BERT's 0.02."""
     exp = load("sop_vs_nsp")
-    base = exp.main(["--fast", "--out", str(tmp_path / "a"), "--seeds", "0", "--no-plot",
-                     "--set", 'objectives=["sop"]'])
-    doubled = exp.main(["--fast", "--out", str(tmp_path / "b"), "--seeds", "0",
-                        "--set", "pair_draws=2", 'objectives=["sop"]', "initializer_range=0.1"])
+    base = exp.main(
+        [
+            "--fast",
+            "--out",
+            str(tmp_path / "a"),
+            "--seeds",
+            "0",
+            "--no-plot",
+            "--set",
+            'objectives=["sop"]',
+        ]
+    )
+    doubled = exp.main(
+        [
+            "--fast",
+            "--out",
+            str(tmp_path / "b"),
+            "--seeds",
+            "0",
+            "--set",
+            "pair_draws=2",
+            'objectives=["sop"]',
+            "initializer_range=0.1",
+        ]
+    )
     for task in ("nsp", "sop"):
         one, two = base["data"]["pairs"][task], doubled["data"]["pairs"][task]
         assert two["train"] > 1.5 * one["train"]
@@ -115,9 +143,13 @@ def test_sharing_ablation_fast(tmp_path):
     for label, entry in summary.items():  # paired by seed against all, E=32
         mine = {r["seed"]: r["eval_mlm_loss"] for r in results["runs"] if r["config"] == label}
         ref = {r["seed"]: r["eval_mlm_loss"] for r in results["runs"] if r["config"] == "all, E=32"}
-        assert entry["loss_minus_all_E32"]["per_seed"] == pytest.approx([mine[s] - ref[s] for s in mine])
+        assert entry["loss_minus_all_E32"]["per_seed"] == pytest.approx(
+            [mine[s] - ref[s] for s in mine]
+        )
     for entry in summary.values():
-        assert math.isfinite(entry["eval_mlm_loss"]["mean"]) and entry["eval_mlm_loss"]["n"] == len(seeds)
+        assert math.isfinite(entry["eval_mlm_loss"]["mean"]) and entry["eval_mlm_loss"]["n"] == len(
+            seeds
+        )
     assert 0 < results["data"]["unigram_loss"] < math.log(results["data"]["vocab_size"]) + 1
     # Figure-1 measurements: one per seed, one value per applied layer
     layers = results["settings"]["num_hidden_layers"]
@@ -126,12 +158,19 @@ def test_sharing_ablation_fast(tmp_path):
         for d in per_seed:
             assert len(d["l2"]) == len(d["cosine"]) == layers
             assert all(-1.0 <= c <= 1.0 for c in d["cosine"]) and all(x >= 0 for x in d["l2"])
+    # --restat recomputes the summary from the per-seed runs alone (no training)
+    path = tmp_path / "sharing_ablation.json"
+    path.write_text(json.dumps({**results, "summary": {}}))
+    exp.main(["--restat", "--no-plot", "--out", str(tmp_path)])
+    assert json.loads(path.read_text())["summary"] == results["summary"]
 
 
 def test_overrides_are_checked():
     common = load("common")
     assert common.parse_overrides(["lr=0.001", "seeds=[0,1]"], {"lr": 1, "seeds": []}) == {
-        "lr": 0.001, "seeds": [0, 1]}
+        "lr": 0.001,
+        "seeds": [0, 1],
+    }
     with pytest.raises(SystemExit, match="KEY one of"):
         common.parse_overrides(["nonsense=1"], {"lr": 1})
 

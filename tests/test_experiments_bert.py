@@ -26,12 +26,18 @@ def check_payload(payload: dict) -> None:
     assert lengths[0] == payload["config"]["max_length"] and lengths[-1] == 128
     steps = [r["step"] for r in payload["pretraining"]["eval"]]
     assert steps == sorted(steps) and steps[-1] == (
-        payload["config"]["pretrain_steps"] + payload["config"]["long_steps"])
+        payload["config"]["pretrain_steps"] + payload["config"]["long_steps"]
+    )
     for setting in payload["settings"]:
         for metric, s in payload["summary"][setting["key"]].items():
-            arm = {init: [r[metric] for r in payload["runs"]
-                          if r["setting"] == setting["key"] and r["init"] == init]
-                   for init in module.INITS}
+            arm = {
+                init: [
+                    r[metric]
+                    for r in payload["runs"]
+                    if r["setting"] == setting["key"] and r["init"] == init
+                ]
+                for init in module.INITS
+            }
             assert s["pretrained_mean"] == pytest.approx(statistics.fmean(arm["pretrained"]))
             assert s["random_mean"] == pytest.approx(statistics.fmean(arm["random"]))
             assert s["separated"] == (min(arm["pretrained"]) > max(arm["random"]))
@@ -46,9 +52,16 @@ def test_fast_run_writes_complete_results(tmp_path):
     payload = module.main(["--fast", "--out", str(tmp_path), "--threads", "1"])
     assert payload["fast"] is True
     assert json.loads((tmp_path / "finetune_comparison.json").read_text()) == json.loads(
-        json.dumps(payload))
+        json.dumps(payload)
+    )
     assert (tmp_path / "finetune_comparison.png").stat().st_size > 10_000
     check_payload(payload)
+    # --restat recomputes the summary from the per-seed runs alone (no training)
+    path = tmp_path / "finetune_comparison.json"
+    saved = json.loads(path.read_text())
+    path.write_text(json.dumps({**saved, "summary": {}}))
+    module.main(["--restat", "--out", str(tmp_path)])
+    assert json.loads(path.read_text())["summary"] == saved["summary"]
 
 
 def test_committed_results_are_full_and_consistent():

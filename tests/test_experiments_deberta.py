@@ -92,7 +92,8 @@ def test_statistics(ablation):
     assert paired["verdict"].startswith("beyond noise")
     # the same mean difference, but inconsistent across seeds: within the noise
     noisy = consistent[:3] + [
-        {"arm": "-EMD", "seed": s, "loss": 5.0 + 0.1 * s + d} for s, d in enumerate((0.9, -0.4, 0.1))
+        {"arm": "-EMD", "seed": s, "loss": 5.0 + 0.1 * s + d}
+        for s, d in enumerate((0.9, -0.4, 0.1))
     ]
     paired = ablation.paired_comparison(noisy, "-EMD", "loss")
     assert paired["diff"]["mean"] == pytest.approx(0.2)
@@ -124,7 +125,10 @@ def test_fast_mode_writes_well_formed_results(ablation, tmp_path):
         assert 0.0 <= run["eval_mlm_accuracy"] <= 1.0
         assert run["steps"] == 2 and run["curve"][-1]["step"] == 2
     params = {r["arm"]: r["parameters"] for r in data["runs"]}
-    hidden, max_length = data["config"]["model"]["hidden_size"], data["config"]["data"]["max_length"]
+    hidden, max_length = (
+        data["config"]["model"]["hidden_size"],
+        data["config"]["data"]["max_length"],
+    )
     assert params["full"] - params["-EMD"] == max_length * hidden  # the EMD's absolute table
     assert set(data["summary"]) == set(arms)
     assert all(s["eval_mlm_loss"]["n"] == 2 for s in data["summary"].values())
@@ -137,3 +141,17 @@ def test_fast_mode_writes_well_formed_results(ablation, tmp_path):
     (tmp_path / "deberta_ablation.png").unlink()
     assert ablation.main(["--replot", "--out", str(tmp_path)]) == data
     assert (tmp_path / "deberta_ablation.png").stat().st_size > 10_000
+
+    # --restat recomputes the comparisons from the per-seed runs alone (no training)
+    path.write_text(
+        json.dumps(
+            {
+                **data,
+                "comparisons": [
+                    {k: c[k] for k in ("arm", "metric", "reference")} for c in data["comparisons"]
+                ],
+            }
+        )
+    )
+    ablation.main(["--restat", "--out", str(tmp_path)])
+    assert json.loads(path.read_text())["comparisons"] == data["comparisons"]

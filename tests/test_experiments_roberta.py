@@ -47,7 +47,8 @@ def test_fast_run_writes_complete_results(fast_run):
     arms, seeds = list(result["arms"]), result["config"]["seeds"]
     assert arms == list(module.ARMS) and seeds == [0, 1]
     assert sorted((r["arm"], r["seed"]) for r in result["runs"]) == sorted(
-        (a, s) for a in arms for s in seeds)
+        (a, s) for a in arms for s in seeds
+    )
     vocab = int(result["config"]["data"]["tokenizer"].rsplit(" ", 1)[1])
     for run in result["runs"]:
         assert 0 < run["eval_mlm_loss"] < math.log(vocab) + 3  # near chance after a few steps
@@ -59,6 +60,21 @@ def test_fast_run_writes_complete_results(fast_run):
     (out / f"{name}.png").unlink()  # --replot redraws the figure from the JSON alone
     assert module.main(["--replot", "--out", str(out)]) == result
     assert (out / f"{name}.png").stat().st_size > 1000
+    # --restat recomputes the comparisons from the per-seed runs alone (no training)
+    path = out / f"{name}.json"
+    path.write_text(
+        json.dumps(
+            {
+                **result,
+                "comparisons": [
+                    {"a": c["a"], "b": c["b"], "metric": c["metric"], "verdict": "stale"}
+                    for c in result["comparisons"]
+                ],
+            }
+        )
+    )
+    module.main(["--restat", "--out", str(out)])
+    assert strict_json(path)["comparisons"] == result["comparisons"]
 
 
 @pytest.mark.slow
@@ -78,7 +94,9 @@ def test_summary_and_comparisons_match_the_runs(fast_run):
         assert c["diff_b_minus_a"]["mean"] == pytest.approx(statistics.fmean(diffs))
         assert c["df"] == 1  # 2 seeds
         assert c["per_seed"] == pytest.approx([b[s] - a[s] for s in a])
-        assert c["beyond_noise"] == (c["p"] is not None and c["p"] < 0.05)  # 2 seeds: both agree or p >= 0.05
+        assert c["beyond_noise"] == (
+            c["p"] is not None and c["p"] < 0.05
+        )  # 2 seeds: both agree or p >= 0.05
 
 
 @pytest.mark.slow
@@ -95,8 +113,10 @@ def test_each_experiment_controls_what_it_claims(fast_run):
         batch = cfg["training"]["batch_size_per_format"]
         lengths = cfg["data"]["mean_tokens_per_example"]
         assert batch["sentence-pair"] > 2 * batch["full-sentences"]  # short inputs, more of them
-        tokens = {a: statistics.fmean(r["train_tokens"] for r in runs if r["arm"] == a)
-                  for a in result["arms"]}
+        tokens = {
+            a: statistics.fmean(r["train_tokens"] for r in runs if r["arm"] == a)
+            for a in result["arms"]
+        }
         assert max(tokens.values()) / min(tokens.values()) < 1.3  # ~equal tokens per step
         assert lengths["sentence-pair"] < lengths["segment-pair"]
         for r in runs:
@@ -121,7 +141,8 @@ def test_numbers_do_not_depend_on_the_number_of_workers(tmp_path):
     two = module.main(["--fast", "--seeds", "1", "--workers", "2", "--out", str(tmp_path / "b")])
     key = lambda r: r["arm"]  # noqa: E731
     assert [r["eval_mlm_loss"] for r in sorted(one["runs"], key=key)] == [
-        r["eval_mlm_loss"] for r in sorted(two["runs"], key=key)]
+        r["eval_mlm_loss"] for r in sorted(two["runs"], key=key)
+    ]
 
 
 # ----- the shared statistics, on numbers worked out by hand ----------------------------------------
@@ -151,9 +172,12 @@ def test_paired_comparison_within_noise_and_unpaired_seeds():
 
 def test_json_output_has_no_nan_and_no_absolute_paths(tmp_path):
     assert common.finite_or_none({"t": float("nan"), "x": [1.0, float("inf")]}) == {
-        "t": None, "x": [1.0, None]}
+        "t": None,
+        "x": [1.0, None],
+    }
     assert common.command_line("/somewhere/batch_size.py", ["--fast", "--out", "/tmp/x"]) == (
-        "python experiments/02_roberta/batch_size.py --fast --out <dir>")
+        "python experiments/02_roberta/batch_size.py --fast --out <dir>"
+    )
     summary = common.summarize([{"arm": "a", "seed": 0, "m": 2.0}], ["a"], ["m"])
     assert summary == {"a": {"m": {"mean": 2.0, "std": 0.0, "n": 1}}}
 

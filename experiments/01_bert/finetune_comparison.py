@@ -62,8 +62,15 @@ SETTINGS = (
     Setting("source", "source", "source: reference or library? (classification, 500)", 500, 150),
     Setting("word_class_100", "word_class", "word classes (tagging, 100 sentences)", 100, 150),
     Setting("word_class_2000", "word_class", "word classes (tagging, 2,000 sentences)", 2000, 150),
-    Setting("cloze_qa", "cloze_qa", "cloze QA (extractive, 8,000)", 8000, 300,
-            ("exact_match", "f1"), (("context_sentences", 2),)),
+    Setting(
+        "cloze_qa",
+        "cloze_qa",
+        "cloze QA (extractive, 8,000)",
+        8000,
+        300,
+        ("exact_match", "f1"),
+        (("context_sentences", 2),),
+    ),
 )
 # The course's default recipe (4 x 128, 32-token sequences; see training/recipes.py).
 RECIPE = TINY
@@ -72,12 +79,12 @@ RECIPE = TINY
 LONG_LENGTH, LONG_BATCH, LONG_LR = 128, 16, 1e-3
 PAPER = {
     "source": "Devlin et al. 2019, BERT: fine-tuning a pretrained encoder (GLUE, SQuAD); "
-              "training the same architecture from scratch on each task is far worse "
-              "(e.g. Peters et al. 2018; Hao et al. 2019 measured ~10-30 points on GLUE "
-              "tasks for BERT-base trained from random init)",
+    "training the same architecture from scratch on each task is far worse "
+    "(e.g. Peters et al. 2018; Hao et al. 2019 measured ~10-30 points on GLUE "
+    "tasks for BERT-base trained from random init)",
     "conclusion": "pretraining helps most where the task data are small and the task needs "
-                  "knowledge of the language (syntax, word meaning) that the labels alone do "
-                  "not teach",
+    "knowledge of the language (syntax, word meaning) that the labels alone do "
+    "not teach",
 }
 
 
@@ -92,9 +99,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "auto"))
     p.add_argument("--out", type=Path, default=RESULTS)
-    p.add_argument("--restat", action="store_true",
-                   help="only recompute the summary of <out>/finetune_comparison.json from its "
-                        "per-seed runs (no training)")
+    p.add_argument(
+        "--restat",
+        action="store_true",
+        help="only recompute the summary of <out>/finetune_comparison.json from its "
+        "per-seed runs (no training)",
+    )
     return p.parse_args(argv)
 
 
@@ -102,48 +112,93 @@ def mean_std(values: list[float]) -> tuple[float, float]:
     return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
 
 
-def pretrain(run: Any, steps: int, long_steps: int, precision: str
-             ) -> tuple[torch.nn.Module, list]:
+def pretrain(run: Any, steps: int, long_steps: int, precision: str) -> tuple[torch.nn.Module, list]:
     """Pretrain the recipe's model for `steps` at its length, then `long_steps` at 128 tokens
     (equal steps, not minutes: reproducible). History rows carry the phase's sequence length."""
     config = RECIPE.training_config(
-        max_minutes=None, max_steps=steps, eval_every_minutes=None,
-        eval_every=max(1, steps // 5), precision=precision, progress=False, seed=0,
+        max_minutes=None,
+        max_steps=steps,
+        eval_every_minutes=None,
+        eval_every=max(1, steps // 5),
+        precision=precision,
+        progress=False,
+        seed=0,
     )
     trainer = Trainer(run.model, run.train, run.collator, config, eval_dataset=run.held_out)
     history = [{**r, "max_length": RECIPE.max_length} for r in trainer.train()]
     if long_steps:
-        train, held_out = (build_pretraining_dataset(docs, run.tokenizer, "mlm", LONG_LENGTH, 0)
-                           for docs in (run.corpus.train, run.corpus.validation))
+        train, held_out = (
+            build_pretraining_dataset(docs, run.tokenizer, "mlm", LONG_LENGTH, 0)
+            for docs in (run.corpus.train, run.corpus.validation)
+        )
         config = RECIPE.training_config(
-            max_minutes=None, max_steps=long_steps, eval_every_minutes=None,
-            eval_every=max(1, long_steps // 2), precision=precision, progress=False, seed=1,
-            batch_size=LONG_BATCH, lr=LONG_LR, warmup=0.1,
+            max_minutes=None,
+            max_steps=long_steps,
+            eval_every_minutes=None,
+            eval_every=max(1, long_steps // 2),
+            precision=precision,
+            progress=False,
+            seed=1,
+            batch_size=LONG_BATCH,
+            lr=LONG_LR,
+            warmup=0.1,
         )
         trainer = Trainer(run.model, train, run.collator, config, eval_dataset=held_out)
-        history += [{**r, "step": r["step"] + steps, "max_length": LONG_LENGTH}
-                    for r in trainer.train()]
+        history += [
+            {**r, "step": r["step"] + steps, "max_length": LONG_LENGTH} for r in trainer.train()
+        ]
     return run.model, history
 
 
-def finetune_one(setting: Setting, task: Any, init: str, pretrained: Any, seed: int, steps: int,
-                 lr: float, precision: str) -> dict[str, Any]:
+def finetune_one(
+    setting: Setting,
+    task: Any,
+    init: str,
+    pretrained: Any,
+    seed: int,
+    steps: int,
+    lr: float,
+    precision: str,
+) -> dict[str, Any]:
     """One fine-tuning run; the random arm gets the same config, head seed, data and steps."""
     source = pretrained if init == "pretrained" else pretrained.config
     # The recipe pretrains without dropout; fine-tuning on a few thousand examples uses BERT's
     # 0.1 in both arms.
-    model = task_model(task.kind, source, num_labels=task.num_labels, seed=seed,
-                       hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
-    config = TrainingConfig(max_steps=steps, batch_size=32, lr=lr, warmup=0.1,
-                            schedule="linear", seed=seed, log_every=max(1, steps // 10),
-                            precision=precision, progress=False)
+    model = task_model(
+        task.kind,
+        source,
+        num_labels=task.num_labels,
+        seed=seed,
+        hidden_dropout_prob=0.1,
+        attention_probs_dropout_prob=0.1,
+    )
+    config = TrainingConfig(
+        max_steps=steps,
+        batch_size=32,
+        lr=lr,
+        warmup=0.1,
+        schedule="linear",
+        seed=seed,
+        log_every=max(1, steps // 10),
+        precision=precision,
+        progress=False,
+    )
     start = time.perf_counter()
     result = finetune(model, task, config, eval_every=max(1, steps // 5))
-    curve = [{k: v for k, v in r.items() if k == "step" or k.startswith("eval_")}
-             for r in result.history if any(k.startswith("eval_") for k in r)]
-    return {"setting": setting.key, "task": task.name, "init": init, "seed": seed,
-            **{k.removeprefix("eval_"): v for k, v in result.metrics.items()},
-            "curve": curve, "seconds": time.perf_counter() - start}
+    curve = [
+        {k: v for k, v in r.items() if k == "step" or k.startswith("eval_")}
+        for r in result.history
+        if any(k.startswith("eval_") for k in r)
+    ]
+    return {
+        "setting": setting.key,
+        "task": task.name,
+        "init": init,
+        "seed": seed,
+        **{k.removeprefix("eval_"): v for k, v in result.metrics.items()},
+        "curve": curve,
+        "seconds": time.perf_counter() - start,
+    }
 
 
 def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -155,19 +210,30 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
     for setting in SETTINGS:
         summary[setting.key] = {}
         for metric in setting.metrics:
-            arms = {init: {r["seed"]: r[metric] for r in runs
-                           if r["setting"] == setting.key and r["init"] == init}
-                    for init in INITS}
+            arms = {
+                init: {
+                    r["seed"]: r[metric]
+                    for r in runs
+                    if r["setting"] == setting.key and r["init"] == init
+                }
+                for init in INITS
+            }
             if not all(arms.values()):
                 continue
             (pm, ps), (rm, rs) = (mean_std(list(arms[i].values())) for i in INITS)
             gap = compare(arms["pretrained"], arms["random"])
             summary[setting.key][metric] = {
-                "pretrained_mean": pm, "pretrained_std": ps,
-                "random_mean": rm, "random_std": rs,
-                "gap_mean": gap["mean"], "gap_std": gap["std"],
-                "gap_t": gap["t"], "gap_p": gap["p"], "gap_agree": gap["agree"],
-                "beyond_noise": gap["beyond_noise"], "verdict": gap["verdict"],
+                "pretrained_mean": pm,
+                "pretrained_std": ps,
+                "random_mean": rm,
+                "random_std": rs,
+                "gap_mean": gap["mean"],
+                "gap_std": gap["std"],
+                "gap_t": gap["t"],
+                "gap_p": gap["p"],
+                "gap_agree": gap["agree"],
+                "beyond_noise": gap["beyond_noise"],
+                "verdict": gap["verdict"],
                 "separated": min(arms["pretrained"].values()) > max(arms["random"].values()),
             }
     return summary
@@ -196,8 +262,13 @@ def plot(payload: dict[str, Any], path: Path) -> None:
             ax.text(i, m / 2, f"{m:.3f}\n± {s:.3f}", ha="center", color="white", fontsize=9)
         baseline = payload["baselines"].get(key)
         if baseline is not None:
-            ax.axhline(baseline, color="grey", linestyle="--", linewidth=1,
-                       label=f"majority class {baseline:.2f}")
+            ax.axhline(
+                baseline,
+                color="grey",
+                linestyle="--",
+                linewidth=1,
+                label=f"majority class {baseline:.2f}",
+            )
             ax.legend(fontsize=8, loc="lower right")
         ax.set_xticks(range(len(INITS)), INITS)
         ax.set_title(setting["title"], fontsize=9)
@@ -217,8 +288,10 @@ def plot(payload: dict[str, Any], path: Path) -> None:
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-    fig.suptitle("Pretrained vs random-init encoder: same head, data, steps and seeds "
-                 f"({len(payload['config']['seeds'])} seeds; held-out documents)")
+    fig.suptitle(
+        "Pretrained vs random-init encoder: same head, data, steps and seeds "
+        f"({len(payload['config']['seeds'])} seeds; held-out documents)"
+    )
     fig.savefig(path, dpi=90)
 
 
@@ -249,8 +322,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     tasks, steps = {}, {}
     for setting in SETTINGS:
         size = min(setting.train_size, 64) if fast else setting.train_size
-        tasks[setting.key] = build_task(setting.task, corpus, run.tokenizer, train_size=size,
-                                        test_size=test_size, seed=0, **dict(setting.options))
+        tasks[setting.key] = build_task(
+            setting.task,
+            corpus,
+            run.tokenizer,
+            train_size=size,
+            test_size=test_size,
+            seed=0,
+            **dict(setting.options),
+        )
         steps[setting.key] = args.finetune_steps or (4 if fast else setting.steps)
         print(f"  {setting.key:16s} {tasks[setting.key].summary()}, {steps[setting.key]} steps")
 
@@ -259,59 +339,99 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     pretrain_seconds = time.perf_counter() - t
     for length in dict.fromkeys(r["max_length"] for r in history):
         final = [r for r in history if r["max_length"] == length and "eval_mlm_loss" in r][-1]
-        print(f"pretrained to step {final['step']} at {length} tokens: held-out MLM loss "
-              f"{final['eval_mlm_loss']:.3f}, masked-token accuracy "
-              f"{final['eval_mlm_accuracy']:.1%}")
+        print(
+            f"pretrained to step {final['step']} at {length} tokens: held-out MLM loss "
+            f"{final['eval_mlm_loss']:.3f}, masked-token accuracy "
+            f"{final['eval_mlm_accuracy']:.1%}"
+        )
     print(f"pretraining took {pretrain_seconds:.0f}s")
 
     runs = []
     for setting in SETTINGS:
         for seed in seeds:
             for init in INITS:
-                r = finetune_one(setting, tasks[setting.key], init, pretrained, seed,
-                                 steps[setting.key], args.lr, args.precision)
+                r = finetune_one(
+                    setting,
+                    tasks[setting.key],
+                    init,
+                    pretrained,
+                    seed,
+                    steps[setting.key],
+                    args.lr,
+                    args.precision,
+                )
                 runs.append(r)
                 scores = ", ".join(f"{m} {r[m]:.3f}" for m in setting.metrics)
-                print(f"  {setting.key:16s} {init:10s} seed {seed}: {scores} "
-                      f"({r['seconds']:.0f}s)", flush=True)
+                print(
+                    f"  {setting.key:16s} {init:10s} seed {seed}: {scores} ({r['seconds']:.0f}s)",
+                    flush=True,
+                )
 
     summary = summarize(runs)
     payload = {
         "name": NAME,
         "question": "Does MLM pretraining beat random initialisation at equal fine-tuning budget?",
         "config": {
-            "recipe": RECIPE.name, "model": RECIPE.model, "vocab_size": run.tokenizer.vocab_size,
-            "max_length": RECIPE.max_length, "pretrain_steps": pretrain_steps,
-            "long_steps": long_steps, "long_max_length": LONG_LENGTH,
-            "long_batch_size": LONG_BATCH, "long_lr": LONG_LR,
+            "recipe": RECIPE.name,
+            "model": RECIPE.model,
+            "vocab_size": run.tokenizer.vocab_size,
+            "max_length": RECIPE.max_length,
+            "pretrain_steps": pretrain_steps,
+            "long_steps": long_steps,
+            "long_max_length": LONG_LENGTH,
+            "long_batch_size": LONG_BATCH,
+            "long_lr": LONG_LR,
             "pretrain_batch_size": RECIPE.training["batch_size"],
-            "pretrain_lr": RECIPE.training["lr"], "finetune_batch_size": 32,
-            "finetune_lr": args.lr, "finetune_warmup": 0.1, "finetune_dropout": 0.1,
-            "seeds": seeds, "precision": args.precision, "threads": args.threads,
+            "pretrain_lr": RECIPE.training["lr"],
+            "finetune_batch_size": 32,
+            "finetune_lr": args.lr,
+            "finetune_warmup": 0.1,
+            "finetune_dropout": 0.1,
+            "seeds": seeds,
+            "precision": args.precision,
+            "threads": args.threads,
             "parameters": run.model.num_parameters(),
         },
         "settings": [
-            {"key": s.key, "task": s.task, "title": s.title, "metrics": list(s.metrics),
-             "options": dict(s.options), "steps": steps[s.key], "kind": tasks[s.key].kind,
-             "train": len(tasks[s.key].train), "test": len(tasks[s.key].test),
-             "description": tasks[s.key].description}
+            {
+                "key": s.key,
+                "task": s.task,
+                "title": s.title,
+                "metrics": list(s.metrics),
+                "options": dict(s.options),
+                "steps": steps[s.key],
+                "kind": tasks[s.key].kind,
+                "train": len(tasks[s.key].train),
+                "test": len(tasks[s.key].test),
+                "description": tasks[s.key].description,
+            }
             for s in SETTINGS
         ],
         "corpus": corpus.summary(),
-        "pretraining": {"seconds": pretrain_seconds,
-                        "eval": [{k: r[k] for k in ("step", "max_length", "eval_mlm_loss",
-                                                     "eval_mlm_accuracy")}
-                                 for r in history if "eval_mlm_loss" in r],
-                        "uniform_loss": math.log(run.tokenizer.vocab_size)},
-        "baselines": {key: task.majority_baseline() for key, task in tasks.items()
-                      if task.kind != "qa"},
+        "pretraining": {
+            "seconds": pretrain_seconds,
+            "eval": [
+                {k: r[k] for k in ("step", "max_length", "eval_mlm_loss", "eval_mlm_accuracy")}
+                for r in history
+                if "eval_mlm_loss" in r
+            ],
+            "uniform_loss": math.log(run.tokenizer.vocab_size),
+        },
+        "baselines": {
+            key: task.majority_baseline() for key, task in tasks.items() if task.kind != "qa"
+        },
         "runs": runs,
         "summary": summary,
         "noise_rule": RULE,
         "paper": PAPER,
-        "command": "python " + " ".join(shlex.quote(a) for a in
-                                        ["experiments/01_bert/finetune_comparison.py",
-                                         *(argv if argv is not None else sys.argv[1:])]),
+        "command": "python "
+        + " ".join(
+            shlex.quote(a)
+            for a in [
+                "experiments/01_bert/finetune_comparison.py",
+                *(argv if argv is not None else sys.argv[1:]),
+            ]
+        ),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "torch": torch.__version__,
         "python": platform.python_version(),
@@ -325,9 +445,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print("\nheld-out score, mean ± std over seeds (pretrained vs random init):")
     for key, metrics in summary.items():
         for metric, s in metrics.items():
-            print(f"  {key:16s} {metric:12s} {s['pretrained_mean']:.3f} ± {s['pretrained_std']:.3f}"
-                  f"  vs  {s['random_mean']:.3f} ± {s['random_std']:.3f}   gap "
-                  f"{s['gap_mean']:+.3f} ± {s['gap_std']:.3f}  ({s['verdict'].split(':')[0]})")
+            print(
+                f"  {key:16s} {metric:12s} {s['pretrained_mean']:.3f} ± {s['pretrained_std']:.3f}"
+                f"  vs  {s['random_mean']:.3f} ± {s['random_std']:.3f}   gap "
+                f"{s['gap_mean']:+.3f} ± {s['gap_std']:.3f}  ({s['verdict'].split(':')[0]})"
+            )
     print(f"wrote {args.out / NAME}.json and .png in {payload['seconds']:.0f}s")
     return payload
 

@@ -34,25 +34,36 @@ ARMS_SPEC = {
     "bsz128-unscaled-lr": (32, 4, BASE_LR * math.sqrt(8 / BASE_BATCH)),
 }
 ARMS = tuple(ARMS_SPEC)
-LABELS = {"bsz8": "8, lr 1e-3", "bsz32": "32, lr 2e-3", "bsz128": "128 (32x4), lr 4e-3",
-          "bsz128-unscaled-lr": "128, lr 1e-3 (unscaled)"}
+LABELS = {
+    "bsz8": "8, lr 1e-3",
+    "bsz32": "32, lr 2e-3",
+    "bsz128": "128 (32x4), lr 4e-3",
+    "bsz128-unscaled-lr": "128, lr 1e-3 (unscaled)",
+}
 PAPER = {
     "source": "Liu et al. 2019, RoBERTa, Table 3 (BERT-base size, BookCorpus + Wikipedia)",
     "columns": ["batch size", "steps", "lr", "held-out perplexity", "MNLI-m", "SST-2"],
-    "rows": [[256, "1M", 1e-4, 3.99, 84.7, 92.7],
-             [2048, "125K", 7e-4, 3.68, 85.2, 92.9],
-             [8192, "31K", 1e-3, 3.77, 84.6, 92.8]],
+    "rows": [
+        [256, "1M", 1e-4, 3.99, 84.7, 92.7],
+        [2048, "125K", 7e-4, 3.68, 85.2, 92.9],
+        [8192, "31K", 1e-3, 3.77, 84.6, 92.8],
+    ],
     "conclusion": "at equal passes over the data, 2K sequences beat 256 (perplexity and end "
-                  "tasks); 8K is close; big batches also parallelize better",
+    "tasks); 8K is close; big batches also parallelize better",
 }
 
 
 def figure(payload: dict) -> object:
     cfg = payload["config"]
-    return common.plot_arms(payload["runs"], ARMS, f"Batch size at equal tokens "
-                            f"({cfg['training']['sequences_per_run']} sequences of "
-                            f"{cfg['data']['max_length']} tokens, {len(cfg['seeds'])} seeds)",
-                            labels=LABELS, x="sequences")
+    return common.plot_arms(
+        payload["runs"],
+        ARMS,
+        f"Batch size at equal tokens "
+        f"({cfg['training']['sequences_per_run']} sequences of "
+        f"{cfg['data']['max_length']} tokens, {len(cfg['seeds'])} seeds)",
+        labels=LABELS,
+        x="sequences",
+    )
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -63,13 +74,21 @@ def main(argv: list[str] | None = None) -> dict:
         payload = common.restat(args.out, NAME, figure)
         data_info = payload["config"]["data"]
         if "unigram_loss" not in data_info and payload["mode"] == "full":
-            data = common.build_data(data_info["max_length"],
-                                     max_eval_examples=data_info["eval_examples"])
-            train = list(make_format_examples(data.corpus.train, data.tokenizer,
-                                              data_info["max_length"], format="full-sentences"))
+            data = common.build_data(
+                data_info["max_length"], max_eval_examples=data_info["eval_examples"]
+            )
+            train = list(
+                make_format_examples(
+                    data.corpus.train,
+                    data.tokenizer,
+                    data_info["max_length"],
+                    format="full-sentences",
+                )
+            )
             assert len(train) == data_info["train_examples"], "not the data of the saved run"
-            data_info["unigram_loss"] = common.unigram_loss(train, data.eval_examples,
-                                                            data.tokenizer)
+            data_info["unigram_loss"] = common.unigram_loss(
+                train, data.eval_examples, data.tokenizer
+            )
             common.write_results(args.out, NAME, payload, figure(payload))
         return payload
     fast = args.fast
@@ -82,23 +101,36 @@ def main(argv: list[str] | None = None) -> dict:
     model = common.TinyModel()
 
     start = time.perf_counter()
-    data = common.build_data(max_length, max_documents=40 if fast else None,
-                             max_eval_examples=64 if fast else 256)
-    train = list(make_format_examples(data.corpus.train, data.tokenizer, max_length,
-                                      format="full-sentences"))
+    data = common.build_data(
+        max_length, max_documents=40 if fast else None, max_eval_examples=64 if fast else 256
+    )
+    train = list(
+        make_format_examples(data.corpus.train, data.tokenizer, max_length, format="full-sentences")
+    )
     collate = PretrainingCollator(data.tokenizer)
     config = model.config(data.tokenizer, max_length)
     runs = []
     for seed in range(seeds):
         for arm, (micro, accumulation, lr) in ARMS_SPEC.items():
             steps = sequences // (micro * accumulation)
-            runs.append(common.Run(arm=arm, seed=seed, train=train, collate=collate,
-                                   model_config=config, steps=steps, batch_size=micro,
-                                   accumulation=accumulation, lr=lr,
-                                   eval_every=max(1, steps // 8)))
+            runs.append(
+                common.Run(
+                    arm=arm,
+                    seed=seed,
+                    train=train,
+                    collate=collate,
+                    model_config=config,
+                    steps=steps,
+                    batch_size=micro,
+                    accumulation=accumulation,
+                    lr=lr,
+                    eval_every=max(1, steps // 8),
+                )
+            )
     results = common.run_all(runs, data, workers)
-    summary = common.summarize(results, ARMS, ("eval_mlm_loss", "eval_mlm_accuracy",
-                                               "train_tokens"))
+    summary = common.summarize(
+        results, ARMS, ("eval_mlm_loss", "eval_mlm_accuracy", "train_tokens")
+    )
     comparisons = [
         common.paired_comparison(results, a, b, m)
         for a, b in (("bsz8", "bsz32"), ("bsz32", "bsz128"), ("bsz128-unscaled-lr", "bsz128"))
@@ -114,17 +146,28 @@ def main(argv: list[str] | None = None) -> dict:
             "model": {"class": "RobertaForMaskedLM", **model.__dict__},
             "training": {
                 "sequences_per_run": sequences,
-                "arms": {a: {"micro_batch": m, "accumulation": k, "batch": m * k, "lr": lr,
-                             "steps": sequences // (m * k)}
-                         for a, (m, k, lr) in ARMS_SPEC.items()},
+                "arms": {
+                    a: {
+                        "micro_batch": m,
+                        "accumulation": k,
+                        "batch": m * k,
+                        "lr": lr,
+                        "steps": sequences // (m * k),
+                    }
+                    for a, (m, k, lr) in ARMS_SPEC.items()
+                },
                 "lr_rule": f"lr = {BASE_LR} x sqrt(batch / {BASE_BATCH})",
-                "schedule": "linear, 6% warmup", "optimizer": "AdamW (0.9, 0.98)",
+                "schedule": "linear, 6% warmup",
+                "optimizer": "AdamW (0.9, 0.98)",
                 "precision": "fp32",
             },
-            "data": {**data.info, "train_examples": len(train), "format": "full-sentences",
-                     "epochs": round(sequences / len(train), 2),
-                     "unigram_loss": common.unigram_loss(train, data.eval_examples,
-                                                         data.tokenizer)},
+            "data": {
+                **data.info,
+                "train_examples": len(train),
+                "format": "full-sentences",
+                "epochs": round(sequences / len(train), 2),
+                "unigram_loss": common.unigram_loss(train, data.eval_examples, data.tokenizer),
+            },
             "seeds": list(range(seeds)),
         },
         "arms": {a: LABELS[a] for a in ARMS},

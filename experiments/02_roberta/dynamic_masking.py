@@ -29,8 +29,11 @@ from course_lib.data import PretrainingCollator, StaticMaskedDataset, make_forma
 
 NAME = "dynamic_masking"
 ARMS = ("static-k1", "static-k10", "dynamic")
-LABELS = {"static-k1": "static, 1 mask", "static-k10": "static, k=10 (BERT)",
-          "dynamic": "dynamic (RoBERTa)"}
+LABELS = {
+    "static-k1": "static, 1 mask",
+    "static-k10": "static, k=10 (BERT)",
+    "dynamic": "dynamic (RoBERTa)",
+}
 # RoBERTa Table 1 (BERT-base size, dev sets): SQuAD 2.0 F1, MNLI-m accuracy, SST-2 accuracy.
 PAPER = {
     "source": "Liu et al. 2019, RoBERTa, Table 1 (BERT-base, 10 duplicates x 40 epochs)",
@@ -44,9 +47,13 @@ PAPER = {
 
 def figure(payload: dict) -> object:
     data, seeds = payload["config"]["data"], len(payload["config"]["seeds"])
-    return common.plot_arms(payload["runs"], ARMS, f"Static vs dynamic masking ({data['epochs']} "
-                            f"epochs over {data['train_examples']} sequences, {seeds} seeds)",
-                            labels=LABELS)
+    return common.plot_arms(
+        payload["runs"],
+        ARMS,
+        f"Static vs dynamic masking ({data['epochs']} "
+        f"epochs over {data['train_examples']} sequences, {seeds} seeds)",
+        labels=LABELS,
+    )
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -68,10 +75,12 @@ def main(argv: list[str] | None = None) -> dict:
     lr = 1e-3
 
     start = time.perf_counter()
-    data = common.build_data(max_length, max_documents=40 if fast else None,
-                             max_eval_examples=64 if fast else 256)
-    pool = list(make_format_examples(data.corpus.train, data.tokenizer, max_length,
-                                     format="full-sentences"))
+    data = common.build_data(
+        max_length, max_documents=40 if fast else None, max_eval_examples=64 if fast else 256
+    )
+    pool = list(
+        make_format_examples(data.corpus.train, data.tokenizer, max_length, format="full-sentences")
+    )
     train = random.Random(0).sample(pool, examples_n)  # the same subset for every arm and seed
     collate = PretrainingCollator(data.tokenizer)
     config = model.config(data.tokenizer, max_length)
@@ -80,22 +89,42 @@ def main(argv: list[str] | None = None) -> dict:
     runs = []
     for seed in range(seeds):
         static = {
-            k: StaticMaskedDataset(train, collate, duplicates=k, seed=seed)
-            for k in (1, duplicates)
+            k: StaticMaskedDataset(train, collate, duplicates=k, seed=seed) for k in (1, duplicates)
         }
-        for arm, dataset in (("static-k1", static[1]), ("static-k10", static[duplicates]),
-                             ("dynamic", train)):
-            runs.append(common.Run(arm=arm, seed=seed, train=dataset, collate=collate,
-                                   model_config=config, steps=steps, batch_size=batch_size,
-                                   lr=lr, eval_every=max(1, steps // 10), extra_eval=fresh))
+        for arm, dataset in (
+            ("static-k1", static[1]),
+            ("static-k10", static[duplicates]),
+            ("dynamic", train),
+        ):
+            runs.append(
+                common.Run(
+                    arm=arm,
+                    seed=seed,
+                    train=dataset,
+                    collate=collate,
+                    model_config=config,
+                    steps=steps,
+                    batch_size=batch_size,
+                    lr=lr,
+                    eval_every=max(1, steps // 10),
+                    extra_eval=fresh,
+                )
+            )
     results = common.run_all(runs, data, workers)
-    metrics = ("eval_mlm_loss", "eval_mlm_accuracy", "train_fresh_masks_mlm_loss",
-               "final_train_loss")
+    metrics = (
+        "eval_mlm_loss",
+        "eval_mlm_accuracy",
+        "train_fresh_masks_mlm_loss",
+        "final_train_loss",
+    )
     summary = common.summarize(results, ARMS, metrics)
     comparisons = [
         common.paired_comparison(results, a, b, m)
-        for a, b in (("static-k10", "dynamic"), ("static-k1", "dynamic"),
-                     ("static-k1", "static-k10"))
+        for a, b in (
+            ("static-k10", "dynamic"),
+            ("static-k1", "dynamic"),
+            ("static-k1", "static-k10"),
+        )
         for m in ("eval_mlm_loss", "eval_mlm_accuracy")
     ]
     payload = {
@@ -105,14 +134,28 @@ def main(argv: list[str] | None = None) -> dict:
         "command": common.command_line(__file__, sys.argv[1:] if argv is None else argv),
         **common.environment(),
         "config": {
-            "model": {"class": "RobertaForMaskedLM", **model.__dict__,
-                      "parameters": sum(p.numel() for p in common.build_model(config, False, 0)
-                                        .parameters())},
-            "training": {"steps": steps, "batch_size": batch_size, "lr": lr,
-                         "schedule": "linear, 6% warmup", "optimizer": "AdamW (0.9, 0.98)",
-                         "precision": "fp32"},
-            "data": {**data.info, "train_examples": examples_n, "epochs": epochs,
-                     "format": "full-sentences", "static_duplicates": duplicates},
+            "model": {
+                "class": "RobertaForMaskedLM",
+                **model.__dict__,
+                "parameters": sum(
+                    p.numel() for p in common.build_model(config, False, 0).parameters()
+                ),
+            },
+            "training": {
+                "steps": steps,
+                "batch_size": batch_size,
+                "lr": lr,
+                "schedule": "linear, 6% warmup",
+                "optimizer": "AdamW (0.9, 0.98)",
+                "precision": "fp32",
+            },
+            "data": {
+                **data.info,
+                "train_examples": examples_n,
+                "epochs": epochs,
+                "format": "full-sentences",
+                "static_duplicates": duplicates,
+            },
             "seeds": list(range(seeds)),
         },
         "arms": {a: LABELS[a] for a in ARMS},

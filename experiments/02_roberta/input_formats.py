@@ -27,8 +27,12 @@ from course_lib.data import PretrainingCollator, make_format_examples
 NAME = "input_formats"
 ARMS = ("segment-pair", "sentence-pair", "full-sentences", "doc-sentences")
 NSP_FORMATS = ("segment-pair", "sentence-pair")
-LABELS = {"segment-pair": "SEGMENT-PAIR+NSP", "sentence-pair": "SENTENCE-PAIR+NSP",
-          "full-sentences": "FULL-SENTENCES", "doc-sentences": "DOC-SENTENCES"}
+LABELS = {
+    "segment-pair": "SEGMENT-PAIR+NSP",
+    "sentence-pair": "SENTENCE-PAIR+NSP",
+    "full-sentences": "FULL-SENTENCES",
+    "doc-sentences": "DOC-SENTENCES",
+}
 PAPER = {
     "source": "Liu et al. 2019, RoBERTa, Table 2 (BERT-base size, 1M steps x 256 sequences)",
     "metrics": ["SQuAD 1.1 F1", "SQuAD 2.0 F1", "MNLI-m", "SST-2", "RACE"],
@@ -37,14 +41,18 @@ PAPER = {
     "full-sentences": [90.4, 79.1, 84.7, 92.5, 64.8],
     "doc-sentences": [90.6, 79.7, 84.7, 92.7, 65.6],
     "conclusion": "single sentences hurt; removing NSP matches or slightly improves; "
-                  "not crossing documents is slightly better than crossing them",
+    "not crossing documents is slightly better than crossing them",
 }
 
 
 def figure(payload: dict) -> object:
     steps, seeds = payload["config"]["training"]["steps"], len(payload["config"]["seeds"])
-    return common.plot_arms(payload["runs"], ARMS, f"Input formats ({steps} steps, ~equal tokens, "
-                            f"{seeds} seeds)", labels=LABELS)
+    return common.plot_arms(
+        payload["runs"],
+        ARMS,
+        f"Input formats ({steps} steps, ~equal tokens, {seeds} seeds)",
+        labels=LABELS,
+    )
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -63,34 +71,60 @@ def main(argv: list[str] | None = None) -> dict:
     lr = 3e-3  # 1e-3 left these tiny models on the unigram plateau for 300+ steps
 
     start = time.perf_counter()
-    data = common.build_data(max_length, max_documents=40 if fast else None,
-                             max_eval_examples=32 if fast else 256)
-    train = {f: make_format_examples(data.corpus.train, data.tokenizer, max_length, format=f,
-                                     seed=0) for f in ARMS}
-    held_out_pairs = {f: make_format_examples(data.corpus.validation, data.tokenizer,
-                                              max_length, format=f, seed=1)
-                      for f in NSP_FORMATS}
+    data = common.build_data(
+        max_length, max_documents=40 if fast else None, max_eval_examples=32 if fast else 256
+    )
+    train = {
+        f: make_format_examples(data.corpus.train, data.tokenizer, max_length, format=f, seed=0)
+        for f in ARMS
+    }
+    held_out_pairs = {
+        f: make_format_examples(
+            data.corpus.validation, data.tokenizer, max_length, format=f, seed=1
+        )
+        for f in NSP_FORMATS
+    }
     reference_length = common.mean_length(train["full-sentences"])
-    batch = {f: max(1, round(base_batch * reference_length / common.mean_length(train[f])))
-             for f in ARMS}
+    batch = {
+        f: max(1, round(base_batch * reference_length / common.mean_length(train[f]))) for f in ARMS
+    }
     collate = PretrainingCollator(data.tokenizer)
     config = model.config(data.tokenizer, max_length)
 
     runs = [
-        common.Run(arm=f, seed=seed, train=list(train[f]), collate=collate, model_config=config,
-                   steps=steps, batch_size=batch[f], lr=lr, nsp=f in NSP_FORMATS,
-                   eval_every=max(1, steps // 10),
-                   extra_eval={"own_format": list(held_out_pairs[f])} if f in NSP_FORMATS else {})
-        for seed in range(seeds) for f in ARMS
+        common.Run(
+            arm=f,
+            seed=seed,
+            train=list(train[f]),
+            collate=collate,
+            model_config=config,
+            steps=steps,
+            batch_size=batch[f],
+            lr=lr,
+            nsp=f in NSP_FORMATS,
+            eval_every=max(1, steps // 10),
+            extra_eval={"own_format": list(held_out_pairs[f])} if f in NSP_FORMATS else {},
+        )
+        for seed in range(seeds)
+        for f in ARMS
     ]
     results = common.run_all(runs, data, workers)
-    metrics = ("eval_mlm_loss", "eval_mlm_accuracy", "own_format_nsp_accuracy",
-               "own_format_mlm_loss", "train_tokens")
+    metrics = (
+        "eval_mlm_loss",
+        "eval_mlm_accuracy",
+        "own_format_nsp_accuracy",
+        "own_format_mlm_loss",
+        "train_tokens",
+    )
     summary = common.summarize(results, ARMS, metrics)
     comparisons = [
         common.paired_comparison(results, a, b, m)
-        for a, b in (("segment-pair", "sentence-pair"), ("segment-pair", "full-sentences"),
-                     ("segment-pair", "doc-sentences"), ("full-sentences", "doc-sentences"))
+        for a, b in (
+            ("segment-pair", "sentence-pair"),
+            ("segment-pair", "full-sentences"),
+            ("segment-pair", "doc-sentences"),
+            ("full-sentences", "doc-sentences"),
+        )
         for m in ("eval_mlm_loss", "eval_mlm_accuracy")
     ]
     payload = {
@@ -100,16 +134,24 @@ def main(argv: list[str] | None = None) -> dict:
         "command": common.command_line(__file__, sys.argv[1:] if argv is None else argv),
         **common.environment(),
         "config": {
-            "model": {"class": "RobertaForMaskedLM (+ NSP head for the pair formats)",
-                      **model.__dict__},
-            "training": {"steps": steps, "batch_size_per_format": batch, "lr": lr,
-                         "schedule": "linear, 6% warmup", "optimizer": "AdamW (0.9, 0.98)",
-                         "precision": "fp32"},
+            "model": {
+                "class": "RobertaForMaskedLM (+ NSP head for the pair formats)",
+                **model.__dict__,
+            },
+            "training": {
+                "steps": steps,
+                "batch_size_per_format": batch,
+                "lr": lr,
+                "schedule": "linear, 6% warmup",
+                "optimizer": "AdamW (0.9, 0.98)",
+                "precision": "fp32",
+            },
             "data": {
                 **data.info,
                 "examples_per_format": {f: len(train[f]) for f in ARMS},
-                "mean_tokens_per_example": {f: round(common.mean_length(train[f]), 1)
-                                            for f in ARMS},
+                "mean_tokens_per_example": {
+                    f: round(common.mean_length(train[f]), 1) for f in ARMS
+                },
                 "held_out_pairs": {f: len(held_out_pairs[f]) for f in NSP_FORMATS},
             },
             "seeds": list(range(seeds)),

@@ -109,8 +109,12 @@ class Data:
     info: dict[str, Any] = field(default_factory=dict)
 
 
-def build_data(max_length: int, vocab_size: int = 4000, max_documents: int | None = None,
-               max_eval_examples: int = 256) -> Data:
+def build_data(
+    max_length: int,
+    vocab_size: int = 4000,
+    max_documents: int | None = None,
+    max_eval_examples: int = 256,
+) -> Data:
     """Built-in corpus -> cased byte-level BPE (as RoBERTa) -> held-out DOC-SENTENCES blocks.
 
     The held-out examples are the validation documents packed into natural full-length blocks:
@@ -118,12 +122,18 @@ def build_data(max_length: int, vocab_size: int = 4000, max_documents: int | Non
     """
     corpus = load_builtin_corpus(progress=False)
     if max_documents is not None:  # fast mode: fewer documents, same pipeline
-        corpus = Corpus(corpus.train[:max_documents], corpus.validation,
-                        name=corpus.name + f"[:{max_documents}]", build_info=corpus.build_info)
-    tokenizer = train_tokenizer("roberta", corpus.texts("train"), vocab_size=vocab_size,
-                                lowercase=False)
-    eval_examples = list(make_format_examples(corpus.validation, tokenizer, max_length,
-                                              format="doc-sentences"))[:max_eval_examples]
+        corpus = Corpus(
+            corpus.train[:max_documents],
+            corpus.validation,
+            name=corpus.name + f"[:{max_documents}]",
+            build_info=corpus.build_info,
+        )
+    tokenizer = train_tokenizer(
+        "roberta", corpus.texts("train"), vocab_size=vocab_size, lowercase=False
+    )
+    eval_examples = list(
+        make_format_examples(corpus.validation, tokenizer, max_length, format="doc-sentences")
+    )[:max_eval_examples]
     info = {
         "corpus": corpus.name,
         "corpus_hash": corpus.content_hash,
@@ -137,8 +147,9 @@ def build_data(max_length: int, vocab_size: int = 4000, max_documents: int | Non
     return Data(corpus, tokenizer, max_length, eval_examples, info)
 
 
-def unigram_loss(train: Sequence[dict[str, Any]], held_out: Sequence[dict[str, Any]],
-                 tokenizer: CourseTokenizer) -> float:
+def unigram_loss(
+    train: Sequence[dict[str, Any]], held_out: Sequence[dict[str, Any]], tokenizer: CourseTokenizer
+) -> float:
     """Cross-entropy (nats per token) of the training set's token frequencies (add-one smoothed)
     on the held-out tokens, special tokens left out: the loss of a model that ignores context,
     i.e. the plateau an MLM model sits on before it learns to use context."""
@@ -150,8 +161,9 @@ def unigram_loss(train: Sequence[dict[str, Any]], held_out: Sequence[dict[str, A
                 counts[t] = counts.get(t, 0) + 1
     total = sum(counts.values())
     targets = [t for e in held_out for t in e["input_ids"] if t not in special]
-    return -math.fsum(math.log((counts.get(t, 0) + 1) / (total + tokenizer.vocab_size))
-                      for t in targets) / len(targets)
+    return -math.fsum(
+        math.log((counts.get(t, 0) + 1) / (total + tokenizer.vocab_size)) for t in targets
+    ) / len(targets)
 
 
 def mean_length(examples: Sequence[dict[str, Any]]) -> float:
@@ -205,15 +217,23 @@ def run_one(run: Run, data: Data) -> dict[str, Any]:
         """Held-out loss during training, on the same fixed masks as the final score."""
         if run.eval_every and (trainer.step % run.eval_every == 0 or trainer.step == run.steps):
             scores = evaluate_pretraining(model, data.eval_examples, eval_collate, seed=EVAL_SEED)
-            curve.append({"step": trainer.step,
-                          "sequences": trainer.step * trainer.global_batch_size, **scores})
+            curve.append(
+                {
+                    "step": trainer.step,
+                    "sequences": trainer.step * trainer.global_batch_size,
+                    **scores,
+                }
+            )
 
     trainer = Trainer(model, run.train, run.collate, config, callbacks=[score])
     start = time.perf_counter()
     history = trainer.train()
     wall = time.perf_counter() - start
-    final = (dict(curve[-1]) if curve and curve[-1]["step"] == run.steps else
-             evaluate_pretraining(model, data.eval_examples, eval_collate, seed=EVAL_SEED))
+    final = (
+        dict(curve[-1])
+        if curve and curve[-1]["step"] == run.steps
+        else evaluate_pretraining(model, data.eval_examples, eval_collate, seed=EVAL_SEED)
+    )
     final.pop("step", None), final.pop("sequences", None)
     result: dict[str, Any] = {
         "arm": run.arm,
@@ -227,12 +247,14 @@ def run_one(run: Run, data: Data) -> dict[str, Any]:
         "final_train_loss": history.last("train_loss"),
         "wall_s": round(wall, 1),
         "curve": curve,
-        "train_curve": [{"step": r["step"], "train_loss": r["train_loss"]}
-                        for r in history if "train_loss" in r],
+        "train_curve": [
+            {"step": r["step"], "train_loss": r["train_loss"]} for r in history if "train_loss" in r
+        ],
     }
     for name, examples in run.extra_eval.items():
-        extra = evaluate_pretraining(model, examples, run.collate, objective=config.objective,
-                                     seed=EVAL_SEED)
+        extra = evaluate_pretraining(
+            model, examples, run.collate, objective=config.objective, seed=EVAL_SEED
+        )
         result.update({f"{name}_{k.removeprefix('eval_')}": v for k, v in extra.items()})
     return result
 
@@ -292,29 +314,42 @@ def mean_std(values: Sequence[float]) -> dict[str, float]:
     return {"mean": statistics.fmean(values), "std": std, "n": len(values)}
 
 
-def summarize(results: Sequence[dict[str, Any]], arms: Sequence[str],
-              metrics: Sequence[str]) -> dict[str, dict[str, dict[str, float]]]:
+def summarize(
+    results: Sequence[dict[str, Any]], arms: Sequence[str], metrics: Sequence[str]
+) -> dict[str, dict[str, dict[str, float]]]:
     """{arm: {metric: mean/std/n over seeds}}."""
     return {
-        arm: {m: mean_std([r[m] for r in results if r["arm"] == arm and r.get(m) is not None])
-              for m in metrics if any(r.get(m) is not None for r in results if r["arm"] == arm)}
+        arm: {
+            m: mean_std([r[m] for r in results if r["arm"] == arm and r.get(m) is not None])
+            for m in metrics
+            if any(r.get(m) is not None for r in results if r["arm"] == arm)
+        }
         for arm in arms
     }
 
 
-def paired_comparison(results: Sequence[dict[str, Any]], a: str, b: str,
-                      metric: str) -> dict[str, Any]:
+def paired_comparison(
+    results: Sequence[dict[str, Any]], a: str, b: str, metric: str
+) -> dict[str, Any]:
     """b - a per seed (same seed = same initial weights and data order where possible), judged
     by the course's one rule (course_lib.stats): paired t-test p < 0.05 and the sign of the mean
     in every seed but at most one. Seeds that only one arm ran are left out."""
     by_seed = {r["seed"]: r[metric] for r in results if r["arm"] == a}
-    pairs = [(r[metric], by_seed[r["seed"]]) for r in results
-             if r["arm"] == b and r["seed"] in by_seed]
+    pairs = [
+        (r[metric], by_seed[r["seed"]]) for r in results if r["arm"] == b and r["seed"] in by_seed
+    ]
     if not pairs:
-        return {"metric": metric, "a": a, "b": b,
-                "diff_b_minus_a": {"mean": float("nan"), "std": float("nan"), "n": 0},
-                "t": None, "p": None, "beyond_noise": False, "exceeds_seed_noise": False,
-                "same_sign_all_seeds": False}
+        return {
+            "metric": metric,
+            "a": a,
+            "b": b,
+            "diff_b_minus_a": {"mean": float("nan"), "std": float("nan"), "n": 0},
+            "t": None,
+            "p": None,
+            "beyond_noise": False,
+            "exceeds_seed_noise": False,
+            "same_sign_all_seeds": False,
+        }
     c = compare([x for x, _ in pairs], [y for _, y in pairs])
     diffs = c["per_seed"]
     return {
@@ -339,8 +374,10 @@ def restat(out: Path, name: str, figure: Callable[[dict[str, Any]], Any]) -> dic
     course's rule (no training), rewrite the JSON and the figure; returns the results."""
     path = out / f"{name}.json"
     payload = json.loads(path.read_text())
-    payload["comparisons"] = [paired_comparison(payload["runs"], c["a"], c["b"], c["metric"])
-                              for c in payload["comparisons"]]
+    payload["comparisons"] = [
+        paired_comparison(payload["runs"], c["a"], c["b"], c["metric"])
+        for c in payload["comparisons"]
+    ]
     payload["noise_rule"] = RULE
     write_results(out, name, payload, figure(payload))
     return payload
@@ -351,19 +388,36 @@ def restat(out: Path, name: str, figure: Callable[[dict[str, Any]], Any]) -> dic
 
 def parser(description: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=description)
-    p.add_argument("--fast", action="store_true",
-                   help="a tiny version in seconds (smoke test / live demo), not the results")
-    p.add_argument("--out", type=Path, default=RESULTS_DIR,
-                   help="folder for <name>.json and <name>.png (default: results/ beside this script)")
+    p.add_argument(
+        "--fast",
+        action="store_true",
+        help="a tiny version in seconds (smoke test / live demo), not the results",
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=RESULTS_DIR,
+        help="folder for <name>.json and <name>.png (default: results/ beside this script)",
+    )
     p.add_argument("--seeds", type=int, default=None, help="number of seeds (default 3; fast 2)")
     p.add_argument("--steps", type=int, default=None, help="optimizer steps per run")
-    p.add_argument("--workers", type=int, default=None,
-                   help="parallel processes (default: 2 in full mode, 1 in fast mode)")
-    p.add_argument("--replot", action="store_true",
-                   help="only redraw <name>.png from the <name>.json already in --out")
-    p.add_argument("--restat", action="store_true",
-                   help="only recompute the comparisons of the <name>.json already in --out "
-                        "from its per-seed numbers (no training)")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="parallel processes (default: 2 in full mode, 1 in fast mode)",
+    )
+    p.add_argument(
+        "--replot",
+        action="store_true",
+        help="only redraw <name>.png from the <name>.json already in --out",
+    )
+    p.add_argument(
+        "--restat",
+        action="store_true",
+        help="only recompute the comparisons of the <name>.json already in --out "
+        "from its per-seed numbers (no training)",
+    )
     return p
 
 
@@ -411,9 +465,14 @@ def write_results(out: Path, name: str, payload: dict[str, Any], figure: Any) ->
     return path
 
 
-def plot_arms(results: Sequence[dict[str, Any]], arms: Sequence[str], title: str,
-              curve_metric: str = "eval_mlm_loss", labels: dict[str, str] | None = None,
-              x: str = "step") -> Any:
+def plot_arms(
+    results: Sequence[dict[str, Any]],
+    arms: Sequence[str],
+    title: str,
+    curve_metric: str = "eval_mlm_loss",
+    labels: dict[str, str] | None = None,
+    x: str = "step",
+) -> Any:
     """Left: held-out MLM loss per arm (small dots = seeds, big dot = mean ± std over seeds).
     Right: the held-out loss during training, averaged over seeds."""
     import matplotlib
@@ -428,20 +487,35 @@ def plot_arms(results: Sequence[dict[str, Any]], arms: Sequence[str], title: str
     for i, arm in enumerate(arms):
         values = [r["eval_mlm_loss"] for r in results if r["arm"] == arm]
         stats = mean_std(values)
-        jitter = [i + 0.12 * (k - (len(values) - 1) / 2) / max(len(values), 1)
-                  for k in range(len(values))]
+        jitter = [
+            i + 0.12 * (k - (len(values) - 1) / 2) / max(len(values), 1) for k in range(len(values))
+        ]
         left.scatter(jitter, values, color=colours[i], alpha=0.6, s=14, zorder=2)
-        left.errorbar(i + 0.25, stats["mean"], yerr=stats["std"], fmt="o", color=colours[i],
-                      capsize=4, zorder=3)
+        left.errorbar(
+            i + 0.25,
+            stats["mean"],
+            yerr=stats["std"],
+            fmt="o",
+            color=colours[i],
+            capsize=4,
+            zorder=3,
+        )
         curves = [r["curve"] for r in results if r["arm"] == arm]
         steps = sorted({row[x] for c in curves for row in c if curve_metric in row})
         if steps:
-            mean_curve = [statistics.fmean(row[curve_metric] for c in curves for row in c
-                                           if row[x] == s and curve_metric in row)
-                          for s in steps]
+            mean_curve = [
+                statistics.fmean(
+                    row[curve_metric]
+                    for c in curves
+                    for row in c
+                    if row[x] == s and curve_metric in row
+                )
+                for s in steps
+            ]
             right.plot(steps, mean_curve, color=colours[i], label=labels.get(arm, arm))
-    left.set_xticks(range(len(arms)), [textwrap.fill(labels.get(a, a), 18) for a in arms],
-                    fontsize=8)
+    left.set_xticks(
+        range(len(arms)), [textwrap.fill(labels.get(a, a), 18) for a in arms], fontsize=8
+    )
     left.set_xlim(-0.5, len(arms) - 0.5)
     left.grid(axis="y", alpha=0.3)
     left.set_ylabel("held-out MLM loss (lower is better)")
@@ -460,5 +534,6 @@ def describe(summary: dict[str, dict[str, dict[str, float]]], metric: str) -> st
     """One line per arm: 'arm: mean ± std (n seeds)'."""
     return "\n".join(
         f"{arm:>24s}: {s[metric]['mean']:.4f} ± {s[metric]['std']:.4f} (n={s[metric]['n']})"
-        for arm, s in summary.items() if metric in s
+        for arm, s in summary.items()
+        if metric in s
     )

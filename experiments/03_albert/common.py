@@ -114,16 +114,18 @@ def sentence_labels(examples: Sequence[dict[str, Any]]) -> Tensor:
     return torch.tensor([int(e[key]) for e in examples])
 
 
-def unigram_loss(train: Sequence[dict[str, Any]], test: Sequence[dict[str, Any]],
-                 tokenizer: Any) -> float:
+def unigram_loss(
+    train: Sequence[dict[str, Any]], test: Sequence[dict[str, Any]], tokenizer: Any
+) -> float:
     """Cross-entropy (nats) of predicting each held-out token from its training frequency alone
     (add-one smoothing): the loss an MLM reaches before it uses any context."""
     special = set(tokenizer.special_ids)
     counts = Counter(t for e in train for t in e["input_ids"] if t not in special)
     total = sum(counts.values())
     held = Counter(t for e in test for t in e["input_ids"] if t not in special)
-    log_likelihood = sum(n * math.log((counts[t] + 1) / (total + tokenizer.vocab_size))
-                         for t, n in held.items())
+    log_likelihood = sum(
+        n * math.log((counts[t] + 1) / (total + tokenizer.vocab_size)) for t, n in held.items()
+    )
     return -log_likelihood / sum(held.values())
 
 
@@ -194,7 +196,9 @@ def pretrain(
 
 @torch.no_grad()
 def pooled_features(
-    model: nn.Module, examples: Sequence[dict[str, Any]], collator: PretrainingCollator,
+    model: nn.Module,
+    examples: Sequence[dict[str, Any]],
+    collator: PretrainingCollator,
     batch_size: int = 128,
 ) -> Tensor:
     """The pooled [CLS] vector (what the NSP/SOP head reads) of each example, unmasked inputs."""
@@ -332,7 +336,9 @@ def parse_overrides(items: Sequence[str], settings: dict[str, Any]) -> dict[str,
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or key not in settings:
-            raise SystemExit(f"--set {item!r}: expected KEY=VALUE with KEY one of {sorted(settings)}.")
+            raise SystemExit(
+                f"--set {item!r}: expected KEY=VALUE with KEY one of {sorted(settings)}."
+            )
         try:
             overrides[key] = json.loads(value)
         except json.JSONDecodeError:
@@ -360,8 +366,12 @@ def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def restat(name: str, summarize: Callable[[dict[str, Any]], dict[str, Any]], out: Path,
-           plot: Callable[[dict[str, Any], Path], None] | None) -> dict[str, Any]:
+def restat(
+    name: str,
+    summarize: Callable[[dict[str, Any]], dict[str, Any]],
+    out: Path,
+    plot: Callable[[dict[str, Any], Path], None] | None,
+) -> dict[str, Any]:
     """Recompute the summary of a saved <out>/<name>.json from its per-seed runs (no training)
     with `summarize(results)`, rewrite the JSON (and the figure unless `plot` is None)."""
     path = out / f"{name}.json"
@@ -377,9 +387,15 @@ def restat(name: str, summarize: Callable[[dict[str, Any]], dict[str, Any]], out
     return results
 
 
-def run_and_write(name: str, run: Callable[..., dict[str, Any]], settings: dict[str, Any],
-                  args: Any, argv: Sequence[str] | None, paper: dict[str, Any],
-                  plot: Callable[[dict[str, Any], Path], None]) -> dict[str, Any]:
+def run_and_write(
+    name: str,
+    run: Callable[..., dict[str, Any]],
+    settings: dict[str, Any],
+    args: Any,
+    argv: Sequence[str] | None,
+    paper: dict[str, Any],
+    plot: Callable[[dict[str, Any], Path], None],
+) -> dict[str, Any]:
     """Run an experiment, then write <out>/<name>.json (settings, provenance, the paper's
     numbers, results, wall time) and, unless --no-plot, <out>/<name>.png."""
     start = time.perf_counter()

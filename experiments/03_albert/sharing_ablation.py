@@ -51,17 +51,47 @@ PAPER = {
         "columns": ["parameters (M)", "average score"],
     },
     "table4": {
-        "E=768": {"all": [31, 79.8], "attention": [83, 81.6], "ffn": [57, 79.5], "none": [108, 82.3]},
+        "E=768": {
+            "all": [31, 79.8],
+            "attention": [83, 81.6],
+            "ffn": [57, 79.5],
+            "none": [108, 82.3],
+        },
         # shared-FFN at E=128: its average is left out (null): we could not verify the figure.
-        "E=128": {"all": [12, 80.1], "attention": [64, 81.7], "ffn": [38, None], "none": [89, 81.6]},
+        "E=128": {
+            "all": [12, 80.1],
+            "attention": [64, 81.7],
+            "ffn": [38, None],
+            "none": [89, 81.6],
+        },
         "columns": ["parameters (M)", "average score"],
     },
 }
 
-FULL = dict(steps=150, seeds=[0, 1, 2], max_length=32, batch_size=16, vocab_size=4000,
-            hidden_size=64, num_hidden_layers=4, lr=2e-3, max_documents=None, eval_examples=512)
-FAST = dict(steps=4, seeds=[0, 1], max_length=32, batch_size=8, vocab_size=600,
-            hidden_size=32, num_hidden_layers=2, lr=2e-3, max_documents=40, eval_examples=32)
+FULL = dict(
+    steps=150,
+    seeds=[0, 1, 2],
+    max_length=32,
+    batch_size=16,
+    vocab_size=4000,
+    hidden_size=64,
+    num_hidden_layers=4,
+    lr=2e-3,
+    max_documents=None,
+    eval_examples=512,
+)
+FAST = dict(
+    steps=4,
+    seeds=[0, 1],
+    max_length=32,
+    batch_size=8,
+    vocab_size=600,
+    hidden_size=32,
+    num_hidden_layers=2,
+    lr=2e-3,
+    max_documents=40,
+    eval_examples=32,
+)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -71,18 +101,27 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=None, help="optimizer steps per run")
     p.add_argument("--seeds", type=int, nargs="+", default=None)
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE",
-                   help="override a setting, e.g. --set hidden_size=128 lr=0.001 (JSON values)")
+    p.add_argument(
+        "--set",
+        nargs="+",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a setting, e.g. --set hidden_size=128 lr=0.001 (JSON values)",
+    )
     p.add_argument("--no-plot", action="store_true")
-    p.add_argument("--restat", action="store_true",
-                   help="only recompute the summary of the JSON in --out from its runs")
+    p.add_argument(
+        "--restat",
+        action="store_true",
+        help="only recompute the summary of the JSON in --out from its runs",
+    )
     return p.parse_args(argv)
 
 
 def run(settings: dict[str, Any], progress: bool = True) -> dict[str, Any]:
     """Train every configuration for every seed; return per-seed numbers and summaries."""
-    data = common.build_data(settings["max_length"], settings["vocab_size"],
-                             max_documents=settings["max_documents"])
+    data = common.build_data(
+        settings["max_length"], settings["vocab_size"], max_documents=settings["max_documents"]
+    )
     train = data.blocks("train")
     held_out = data.blocks("validation")[: settings["eval_examples"]]
     collator = PretrainingCollator(data.tokenizer)
@@ -92,21 +131,34 @@ def run(settings: dict[str, Any], progress: bool = True) -> dict[str, Any]:
     for seed in settings["seeds"]:
         for label, sharing, e in CONFIGS:
             config = common.tiny_config(
-                data.tokenizer.vocab_size, settings["hidden_size"], settings["num_hidden_layers"],
-                embedding_size=e, sharing=sharing, max_length=settings["max_length"],
+                data.tokenizer.vocab_size,
+                settings["hidden_size"],
+                settings["num_hidden_layers"],
+                embedding_size=e,
+                sharing=sharing,
+                max_length=settings["max_length"],
                 pad_token_id=data.tokenizer.pad_token_id,
             )
             common.seed_everything(seed)
             model = AlbertForMaskedLM(config)
             start = time.perf_counter()
             trainer, history = common.pretrain(
-                model, train, collator, "mlm", settings["steps"], seed, settings["lr"],
+                model,
+                train,
+                collator,
+                "mlm",
+                settings["steps"],
+                seed,
+                settings["lr"],
                 settings["batch_size"],
             )
             evaluation = trainer.evaluate(held_out)
             seconds = time.perf_counter() - start
             row = {
-                "config": label, "sharing": sharing, "embedding_size": e, "seed": seed,
+                "config": label,
+                "sharing": sharing,
+                "embedding_size": e,
+                "seed": seed,
                 "parameters": count_parameters(config, "AlbertForMaskedLM")["total"],
                 "encoder_and_embeddings": count_parameters(config, "AlbertModel")["total"]
                 - count_parameters(config, "AlbertModel")["pooler"],
@@ -119,11 +171,17 @@ def run(settings: dict[str, Any], progress: bool = True) -> dict[str, Any]:
                 row["depth"] = common.depth_dynamics(model, depth_batch)
             runs.append(row)
             if progress:
-                common.log(f"seed {seed} {label:16s} params {row['parameters']:>8,} "
-                           f"eval MLM loss {row['eval_mlm_loss']:.3f} ({seconds:.0f}s)")
+                common.log(
+                    f"seed {seed} {label:16s} params {row['parameters']:>8,} "
+                    f"eval MLM loss {row['eval_mlm_loss']:.3f} ({seconds:.0f}s)"
+                )
     depth = {label: [r["depth"] for r in runs if r["config"] == label] for label in DEPTH_CONFIGS}
-    info = {**data.info, "train_blocks": len(train), "held_out_blocks": len(held_out),
-            "unigram_loss": common.unigram_loss(train, held_out, data.tokenizer)}
+    info = {
+        **data.info,
+        "train_blocks": len(train),
+        "held_out_blocks": len(held_out),
+        "unigram_loss": common.unigram_loss(train, held_out, data.tokenizer),
+    }
     return {"data": info, "runs": runs, "summary": summarize({"runs": runs}), "depth": depth}
 
 
@@ -139,11 +197,14 @@ def summarize(results: dict[str, Any]) -> dict[str, Any]:
         if not rows:
             continue
         summary[label] = {
-            "sharing": sharing, "embedding_size": e, "parameters": rows[0]["parameters"],
+            "sharing": sharing,
+            "embedding_size": e,
+            "parameters": rows[0]["parameters"],
             "eval_mlm_loss": common.mean_std([r["eval_mlm_loss"] for r in rows]),
             "eval_mlm_accuracy": common.mean_std([r["eval_mlm_accuracy"] for r in rows]),
-            "loss_minus_all_E32": common.paired({r["seed"]: r["eval_mlm_loss"] for r in rows},
-                                                reference),
+            "loss_minus_all_E32": common.paired(
+                {r["seed"]: r["eval_mlm_loss"] for r in rows}, reference
+            ),
         }
     return summary
 
@@ -158,18 +219,36 @@ def plot(results: dict[str, Any], path: Path) -> None:
     colours = {"all": "#4c72b0", "attention": "#dd8452", "ffn": "#55a868", "none": "#c44e52"}
     for label, s in results["summary"].items():
         loss = s["eval_mlm_loss"]
-        ax.errorbar(s["parameters"] / 1e3, loss["mean"], yerr=loss["std"], fmt="o",
-                    color=colours[s["sharing"]], capsize=3)
-        ax.annotate(label, (s["parameters"] / 1e3, loss["mean"]), textcoords="offset points",
-                    xytext=(5, 4), fontsize=8)
+        ax.errorbar(
+            s["parameters"] / 1e3,
+            loss["mean"],
+            yerr=loss["std"],
+            fmt="o",
+            color=colours[s["sharing"]],
+            capsize=3,
+        )
+        ax.annotate(
+            label,
+            (s["parameters"] / 1e3, loss["mean"]),
+            textcoords="offset points",
+            xytext=(5, 4),
+            fontsize=8,
+        )
     for sharing, colour in colours.items():
         ax.plot([], [], "o", color=colour, label=f"sharing={sharing}")
-    ax.axhline(results["data"]["unigram_loss"], color="grey", ls=":",
-               label="unigram (token frequencies only)")
+    ax.axhline(
+        results["data"]["unigram_loss"],
+        color="grey",
+        ls=":",
+        label="unigram (token frequencies only)",
+    )
     settings = results["settings"]
-    ax.set(xlabel="parameters (thousands, AlbertForMaskedLM)", ylabel="held-out MLM loss",
-           title=f"E and sharing at equal steps ({settings['steps']} steps, "
-                 f"mean ± std over {len(settings['seeds'])} seeds)")
+    ax.set(
+        xlabel="parameters (thousands, AlbertForMaskedLM)",
+        ylabel="held-out MLM loss",
+        title=f"E and sharing at equal steps ({settings['steps']} steps, "
+        f"mean ± std over {len(settings['seeds'])} seeds)",
+    )
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -44,22 +44,53 @@ NAME = "sop_vs_nsp"
 OBJECTIVES = ("none", "nsp", "sop")
 TASKS = ("nsp", "sop")
 # Table 5 of the paper (ALBERT-base, accuracy % on the intrinsic tasks).
-PAPER = {"none": {"nsp": 54.9, "sop": 52.4}, "nsp": {"nsp": 90.5, "sop": 52.0},
-         "sop": {"nsp": 78.9, "sop": 86.5}}
+PAPER = {
+    "none": {"nsp": 54.9, "sop": 52.4},
+    "nsp": {"nsp": 90.5, "sop": 52.0},
+    "sop": {"nsp": 78.9, "sop": 86.5},
+}
 
 # initializer_range 0.08 (not BERT's 0.02), from tuning the course's tiny BERT: at small widths
 # the query-key products of a 0.02 init start so small that attention stays near-uniform for a
 # long time (not ablated here). pair_draws 10: with one draw of pairs the sentence heads
 # memorised the ~5,000 training pairs within 3,000 steps (training loss 0.1-0.2, held-out
 # accuracy at chance); ten draws of the same documents prevent that.
-FULL = dict(steps=6000, seeds=[0, 1, 2], max_length=32, batch_size=32, vocab_size=4000,
-            hidden_size=64, num_hidden_layers=2, embedding_size=32, lr=2e-3,
-            max_documents=None, probe_train_pairs=2000, eval_pairs=None, mlm_with_sentence=True,
-            initializer_range=0.08, pair_draws=10, objectives=list(OBJECTIVES))
-FAST = dict(steps=4, seeds=[0, 1], max_length=32, batch_size=8, vocab_size=600,
-            hidden_size=32, num_hidden_layers=2, embedding_size=16, lr=2e-3,
-            max_documents=40, probe_train_pairs=64, eval_pairs=48, mlm_with_sentence=True,
-            initializer_range=0.02, pair_draws=1, objectives=list(OBJECTIVES))
+FULL = dict(
+    steps=6000,
+    seeds=[0, 1, 2],
+    max_length=32,
+    batch_size=32,
+    vocab_size=4000,
+    hidden_size=64,
+    num_hidden_layers=2,
+    embedding_size=32,
+    lr=2e-3,
+    max_documents=None,
+    probe_train_pairs=2000,
+    eval_pairs=None,
+    mlm_with_sentence=True,
+    initializer_range=0.08,
+    pair_draws=10,
+    objectives=list(OBJECTIVES),
+)
+FAST = dict(
+    steps=4,
+    seeds=[0, 1],
+    max_length=32,
+    batch_size=8,
+    vocab_size=600,
+    hidden_size=32,
+    num_hidden_layers=2,
+    embedding_size=16,
+    lr=2e-3,
+    max_documents=40,
+    probe_train_pairs=64,
+    eval_pairs=48,
+    mlm_with_sentence=True,
+    initializer_range=0.02,
+    pair_draws=1,
+    objectives=list(OBJECTIVES),
+)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -69,14 +100,25 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=None, help="optimizer steps per run")
     p.add_argument("--seeds", type=int, nargs="+", default=None)
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--sentence-only", action="store_true",
-                   help="train the NSP/SOP runs on the sentence loss alone, without MLM")
+    p.add_argument(
+        "--sentence-only",
+        action="store_true",
+        help="train the NSP/SOP runs on the sentence loss alone, without MLM",
+    )
     p.add_argument("--batch-size", type=int, default=None)
-    p.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE",
-                   help="override a setting, e.g. --set hidden_size=128 lr=0.001 (JSON values)")
+    p.add_argument(
+        "--set",
+        nargs="+",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a setting, e.g. --set hidden_size=128 lr=0.001 (JSON values)",
+    )
     p.add_argument("--no-plot", action="store_true")
-    p.add_argument("--restat", action="store_true",
-                   help="only recompute the summary of the JSON in --out from its runs")
+    p.add_argument(
+        "--restat",
+        action="store_true",
+        help="only recompute the summary of the JSON in --out from its runs",
+    )
     return p.parse_args(argv)
 
 
@@ -88,8 +130,9 @@ def token_overlap(example: dict[str, Any], special: set[int]) -> float:
     return len(a & b) / max(1, len(a | b))
 
 
-def overlap_baseline(train: list[dict[str, Any]], test: list[dict[str, Any]], tokenizer: Any
-                     ) -> float:
+def overlap_baseline(
+    train: list[dict[str, Any]], test: list[dict[str, Any]], tokenizer: Any
+) -> float:
     """Held-out accuracy of one threshold on token overlap, fitted on `train`: a topic-only
     classifier. Swapping A and B leaves the overlap unchanged, so on SOP it is at chance."""
     special = set(tokenizer.special_ids)
@@ -108,58 +151,89 @@ def overlap_baseline(train: list[dict[str, Any]], test: list[dict[str, Any]], to
 
 def run(settings: dict[str, Any], progress: bool = True) -> dict[str, Any]:
     """Pretrain each objective for each seed, then evaluate heads and probes on both tasks."""
-    data = common.build_data(settings["max_length"], settings["vocab_size"],
-                             max_documents=settings["max_documents"])
+    data = common.build_data(
+        settings["max_length"], settings["vocab_size"], max_documents=settings["max_documents"]
+    )
     collator = PretrainingCollator(data.tokenizer)
     # Sentence-only runs: no masking, so the batches carry no MLM labels and the loss is the
     # NSP/SOP loss alone (see the module docstring for why).
-    sentence_collator = collator if settings["mlm_with_sentence"] else PretrainingCollator(
-        data.tokenizer, masking=None)
+    sentence_collator = (
+        collator
+        if settings["mlm_with_sentence"]
+        else PretrainingCollator(data.tokenizer, masking=None)
+    )
     # Pretraining pairs: the training documents cut and paired `pair_draws` times with different
     # seeds (BERT's dupe_factor): the same text, new split points, swaps and random partners.
     # Draw 0 uses seed 0; further draws use seeds 100, 101, ... (seed 1 is the probe's).
-    pretraining = {task: [e for k in range(settings["pair_draws"])
-                          for e in data.pairs(task, "train", seed=0 if k == 0 else 99 + k)]
-                   for task in TASKS}
+    pretraining = {
+        task: [
+            e
+            for k in range(settings["pair_draws"])
+            for e in data.pairs(task, "train", seed=0 if k == 0 else 99 + k)
+        ]
+        for task in TASKS
+    }
     # Probe training pairs: the training documents cut and paired again with another seed.
-    probe_train = {task: data.pairs(task, "train", seed=1)[: settings["probe_train_pairs"]]
-                   for task in TASKS}
-    held_out = {task: data.pairs(task, "validation", seed=2)[: settings["eval_pairs"]]
-                for task in TASKS}
+    probe_train = {
+        task: data.pairs(task, "train", seed=1)[: settings["probe_train_pairs"]] for task in TASKS
+    }
+    held_out = {
+        task: data.pairs(task, "validation", seed=2)[: settings["eval_pairs"]] for task in TASKS
+    }
     runs_by_objective = {
         "none": (common.without_sentence_labels(pretraining["sop"]), "mlm", collator),
         "nsp": (pretraining["nsp"], "mlm+nsp", sentence_collator),
         "sop": (pretraining["sop"], "mlm+sop", sentence_collator),
     }
     mlm_eval = common.without_sentence_labels(held_out["sop"])
-    labels = {task: {"train": common.sentence_labels(probe_train[task]),
-                     "test": common.sentence_labels(held_out[task])} for task in TASKS}
+    labels = {
+        task: {
+            "train": common.sentence_labels(probe_train[task]),
+            "test": common.sentence_labels(held_out[task]),
+        }
+        for task in TASKS
+    }
     runs: list[dict[str, Any]] = []
     for seed in settings["seeds"]:
         for objective in settings["objectives"]:
             examples, trainer_objective, batches = runs_by_objective[objective]
             config = common.tiny_config(
-                data.tokenizer.vocab_size, settings["hidden_size"], settings["num_hidden_layers"],
-                embedding_size=settings["embedding_size"], sharing="all",
-                max_length=settings["max_length"], pad_token_id=data.tokenizer.pad_token_id,
+                data.tokenizer.vocab_size,
+                settings["hidden_size"],
+                settings["num_hidden_layers"],
+                embedding_size=settings["embedding_size"],
+                sharing="all",
+                max_length=settings["max_length"],
+                pad_token_id=data.tokenizer.pad_token_id,
                 initializer_range=settings["initializer_range"],
             )
             common.seed_everything(seed)
             model = AlbertForPreTraining(config)
             start = time.perf_counter()
             trainer, history = common.pretrain(
-                model, examples, batches, trainer_objective, settings["steps"], seed,
-                settings["lr"], settings["batch_size"],
+                model,
+                examples,
+                batches,
+                trainer_objective,
+                settings["steps"],
+                seed,
+                settings["lr"],
+                settings["batch_size"],
             )
             trained_mlm = objective == "none" or settings["mlm_with_sentence"]
             row: dict[str, Any] = {
-                "objective": objective, "seed": seed,
+                "objective": objective,
+                "seed": seed,
                 # An MLM head that was never trained has no meaningful MLM loss.
                 "eval_mlm_loss": evaluate_pretraining(model, mlm_eval, collator, seed=seed)[
-                    "eval_mlm_loss"] if trained_mlm else None,
+                    "eval_mlm_loss"
+                ]
+                if trained_mlm
+                else None,
                 "final_train_loss": history[-1]["train_loss"],
-                "train_sentence_loss": [r.get("train_nsp_loss") for r in history
-                                        if r.get("train_nsp_loss") is not None],
+                "train_sentence_loss": [
+                    r.get("train_nsp_loss") for r in history if r.get("train_nsp_loss") is not None
+                ],
             }
             if objective in TASKS:
                 row["head_accuracy"] = common.head_accuracy(model, held_out[objective], collator)
@@ -168,24 +242,42 @@ def run(settings: dict[str, Any], progress: bool = True) -> dict[str, Any]:
                 train_x = common.pooled_features(model, probe_train[task], collator)
                 test_x = common.pooled_features(model, held_out[task], collator)
                 row["probe"][task] = common.linear_probe(
-                    train_x, labels[task]["train"], test_x, labels[task]["test"], seed=seed)
+                    train_x, labels[task]["train"], test_x, labels[task]["test"], seed=seed
+                )
             row["seconds"] = round(time.perf_counter() - start, 1)
             runs.append(row)
             if progress:
                 head = f"head {row['head_accuracy']:.3f} " if "head_accuracy" in row else ""
-                common.log(f"seed {seed} {objective:4s} {head}probe NSP "
-                           f"{row['probe']['nsp']['accuracy']:.3f} SOP "
-                           f"{row['probe']['sop']['accuracy']:.3f} "
-                           f"({row['seconds']:.0f}s)")
-    overlap = {task: overlap_baseline(pretraining[task], held_out[task], data.tokenizer)
-               for task in TASKS}
-    counts = {task: {"train": len(pretraining[task]), "probe_train": len(probe_train[task]),
-                     "held_out": len(held_out[task])} for task in TASKS}
+                common.log(
+                    f"seed {seed} {objective:4s} {head}probe NSP "
+                    f"{row['probe']['nsp']['accuracy']:.3f} SOP "
+                    f"{row['probe']['sop']['accuracy']:.3f} "
+                    f"({row['seconds']:.0f}s)"
+                )
+    overlap = {
+        task: overlap_baseline(pretraining[task], held_out[task], data.tokenizer) for task in TASKS
+    }
+    counts = {
+        task: {
+            "train": len(pretraining[task]),
+            "probe_train": len(probe_train[task]),
+            "held_out": len(held_out[task]),
+        }
+        for task in TASKS
+    }
     # Chance on each held-out set = share of the majority label (the sets are near 50/50).
-    majority = {task: max(float(labels[task]["test"].float().mean()),
-                          1 - float(labels[task]["test"].float().mean())) for task in TASKS}
-    results = {"data": {**data.info, "pairs": counts, "majority_baseline": majority},
-               "overlap_baseline": overlap, "runs": runs}
+    majority = {
+        task: max(
+            float(labels[task]["test"].float().mean()),
+            1 - float(labels[task]["test"].float().mean()),
+        )
+        for task in TASKS
+    }
+    results = {
+        "data": {**data.info, "pairs": counts, "majority_baseline": majority},
+        "overlap_baseline": overlap,
+        "runs": runs,
+    }
     return {**results, "summary": summarize(results)}
 
 
@@ -205,12 +297,16 @@ def summarize(results: dict[str, Any]) -> dict[str, Any]:
             entry["eval_mlm_loss"] = common.mean_std([r["eval_mlm_loss"] for r in rows])
         if objective in TASKS:
             entry["head"] = common.mean_std([r["head_accuracy"] for r in rows])
-        vs = {f"probe_{task}": common.paired(
-            {r["seed"]: r["probe"][task]["accuracy"] for r in rows}, majority[task])
-            for task in TASKS}
+        vs = {
+            f"probe_{task}": common.paired(
+                {r["seed"]: r["probe"][task]["accuracy"] for r in rows}, majority[task]
+            )
+            for task in TASKS
+        }
         if objective in TASKS:
-            vs["head"] = common.paired({r["seed"]: r["head_accuracy"] for r in rows},
-                                       majority[objective])
+            vs["head"] = common.paired(
+                {r["seed"]: r["head_accuracy"] for r in rows}, majority[objective]
+            )
         entry["minus_majority"] = vs
         summary[objective] = entry
     return summary
@@ -228,23 +324,34 @@ def plot(results: dict[str, Any], path: Path) -> None:
     x = np.arange(len(objectives))
     for ax, task in zip(axes, TASKS):
         ours = [results["summary"][o][f"probe_{task}"] for o in objectives]
-        ax.bar(x - 0.2, [100 * s["mean"] for s in ours], 0.4,
-               yerr=[100 * s["std"] for s in ours], capsize=3, label="ours (linear probe)")
+        ax.bar(
+            x - 0.2,
+            [100 * s["mean"] for s in ours],
+            0.4,
+            yerr=[100 * s["std"] for s in ours],
+            capsize=3,
+            label="ours (linear probe)",
+        )
         ax.bar(x + 0.2, [PAPER[o][task] for o in objectives], 0.4, label="paper", alpha=0.6)
         for i, o in enumerate(objectives):
             head = results["summary"][o].get("head")
             if head is not None and o == task:
-                ax.plot(i - 0.2, 100 * head["mean"], "k*", markersize=10,
-                        label="ours (own head)")
-        ax.axhline(100 * results["data"]["majority_baseline"][task], color="grey", ls=":",
-                   label="majority class")
+                ax.plot(i - 0.2, 100 * head["mean"], "k*", markersize=10, label="ours (own head)")
+        ax.axhline(
+            100 * results["data"]["majority_baseline"][task],
+            color="grey",
+            ls=":",
+            label="majority class",
+        )
         ax.set_xticks(x, [f"trained: {o}" for o in objectives])
         ax.set_title(f"evaluated on {task.upper()}")
         ax.set_ylim(0, 100)
     axes[0].set_ylabel("held-out accuracy (%)")
     axes[1].legend(fontsize=8, loc="upper left")
-    fig.suptitle(f"Table 5 in miniature ({results['settings']['steps']} steps, "
-                 f"{len(results['settings']['seeds'])} seeds)")
+    fig.suptitle(
+        f"Table 5 in miniature ({results['settings']['steps']} steps, "
+        f"{len(results['settings']['seeds'])} seeds)"
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

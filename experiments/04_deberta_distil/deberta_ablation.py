@@ -133,8 +133,12 @@ class Data:
     info: dict[str, Any] = field(default_factory=dict)
 
 
-def build_data(max_length: int = 64, vocab_size: int = 4000, max_documents: int | None = None,
-               max_eval_examples: int = 256) -> Data:
+def build_data(
+    max_length: int = 64,
+    vocab_size: int = 4000,
+    max_documents: int | None = None,
+    max_eval_examples: int = 256,
+) -> Data:
     """Built-in corpus -> cased Unigram tokenizer (DeBERTa v3's family) -> packed MLM examples.
 
     Training examples pack whole sentences up to max_length (RoBERTa's FULL-SENTENCES, which
@@ -143,13 +147,19 @@ def build_data(max_length: int = 64, vocab_size: int = 4000, max_documents: int 
     """
     corpus = load_builtin_corpus(progress=False)
     if max_documents is not None:  # fast mode: fewer documents, same pipeline
-        corpus = Corpus(corpus.train[:max_documents], corpus.validation,
-                        name=corpus.name + f"[:{max_documents}]", build_info=corpus.build_info)
-    tokenizer = train_tokenizer("deberta", corpus.texts("train"), vocab_size=vocab_size,
-                                lowercase=False)
+        corpus = Corpus(
+            corpus.train[:max_documents],
+            corpus.validation,
+            name=corpus.name + f"[:{max_documents}]",
+            build_info=corpus.build_info,
+        )
+    tokenizer = train_tokenizer(
+        "deberta", corpus.texts("train"), vocab_size=vocab_size, lowercase=False
+    )
     train = list(build_pretraining_dataset(corpus.train, tokenizer, "mlm", max_length))
-    held_out = build_pretraining_dataset(corpus.validation, tokenizer, "mlm", max_length,
-                                         format="doc-sentences")
+    held_out = build_pretraining_dataset(
+        corpus.validation, tokenizer, "mlm", max_length, format="doc-sentences"
+    )
     eval_examples = list(held_out)[:max_eval_examples]
     info = {
         "corpus": corpus.name,
@@ -168,36 +178,62 @@ def build_data(max_length: int = 64, vocab_size: int = 4000, max_documents: int 
 # ----- one run --------------------------------------------------------------------------------
 
 
-def evaluate(model: torch.nn.Module, data: Data,
-             mask_seeds: Sequence[int] = EVAL_MASK_SEEDS) -> dict[str, float]:
+def evaluate(
+    model: torch.nn.Module, data: Data, mask_seeds: Sequence[int] = EVAL_MASK_SEEDS
+) -> dict[str, float]:
     """Held-out MLM loss and accuracy, averaged over several fixed mask draws (less noise than
     one draw: each draw masks only ~15% of the held-out tokens)."""
     collate = PretrainingCollator(data.tokenizer)  # standard 15%, 80/10/10
-    scores = [evaluate_pretraining(model, data.eval_examples, collate, seed=s)
-              for s in mask_seeds]
-    return {k: statistics.fmean(s[k] for s in scores)
-            for k in ("eval_mlm_loss", "eval_mlm_accuracy")}
+    scores = [evaluate_pretraining(model, data.eval_examples, collate, seed=s) for s in mask_seeds]
+    return {
+        k: statistics.fmean(s[k] for s in scores) for k in ("eval_mlm_loss", "eval_mlm_accuracy")
+    }
 
 
-def train_model(arm: str, seed: int, data: Data, steps: int, model: TinyDeberta | None = None,
-                batch_size: int = 16, lr: float = 2e-3, callbacks: Sequence[Any] = (),
-                progress: bool = False) -> tuple[DebertaForMaskedLM, Any]:
+def train_model(
+    arm: str,
+    seed: int,
+    data: Data,
+    steps: int,
+    model: TinyDeberta | None = None,
+    batch_size: int = 16,
+    lr: float = 2e-3,
+    callbacks: Sequence[Any] = (),
+    progress: bool = False,
+) -> tuple[DebertaForMaskedLM, Any]:
     """Pretrain one arm with MLM for `steps` optimizer steps; `seed` fixes the initial weights,
     the data order and the masks. Returns (model, training history)."""
     config = (model or TinyDeberta()).config(data.tokenizer, data.max_length, arm)
     net = build_model(config, seed)
     training = TrainingConfig(
-        objective="mlm", batch_size=batch_size, lr=lr, max_steps=steps, warmup=0.06,
-        schedule="linear", seed=seed, log_every=max(1, steps // 25), device="auto",
-        precision="fp32", progress=progress,
+        objective="mlm",
+        batch_size=batch_size,
+        lr=lr,
+        max_steps=steps,
+        warmup=0.06,
+        schedule="linear",
+        seed=seed,
+        log_every=max(1, steps // 25),
+        device="auto",
+        precision="fp32",
+        progress=progress,
     )
-    trainer = Trainer(net, data.train, PretrainingCollator(data.tokenizer), training,
-                      callbacks=list(callbacks))
+    trainer = Trainer(
+        net, data.train, PretrainingCollator(data.tokenizer), training, callbacks=list(callbacks)
+    )
     return net, trainer.train()
 
 
-def run_one(arm: str, seed: int, data: Data, steps: int, model: TinyDeberta | None = None,
-            batch_size: int = 16, lr: float = 2e-3, curve_points: int = 5) -> dict[str, Any]:
+def run_one(
+    arm: str,
+    seed: int,
+    data: Data,
+    steps: int,
+    model: TinyDeberta | None = None,
+    batch_size: int = 16,
+    lr: float = 2e-3,
+    curve_points: int = 5,
+) -> dict[str, Any]:
     """One run of the ablation: train, then score on the held-out set; returns its final
     scores, a held-out curve (one mask draw) and the training curve."""
     torch.set_num_threads(1)  # the same numbers whatever the number of worker processes
@@ -206,8 +242,9 @@ def run_one(arm: str, seed: int, data: Data, steps: int, model: TinyDeberta | No
 
     def score(trainer: Trainer, record: dict[str, Any]) -> None:
         if trainer.step % every == 0 and trainer.step < steps:  # one mask draw: a cheap curve
-            curve.append({"step": trainer.step, **evaluate(trainer.model, data,
-                                                           EVAL_MASK_SEEDS[:1])})
+            curve.append(
+                {"step": trainer.step, **evaluate(trainer.model, data, EVAL_MASK_SEEDS[:1])}
+            )
 
     start, cpu_start = time.perf_counter(), time.process_time()
     net, history = train_model(arm, seed, data, steps, model, batch_size, lr, [score])
@@ -224,13 +261,15 @@ def run_one(arm: str, seed: int, data: Data, steps: int, model: TinyDeberta | No
         "wall_s": round(wall, 1),
         "train_cpu_s": round(cpu, 1),  # CPU time of training + the curve's held-out scores
         "curve": curve,
-        "train_curve": [{"step": r["step"], "train_loss": r["train_loss"]}
-                        for r in history if "train_loss" in r],
+        "train_curve": [
+            {"step": r["step"], "train_loss": r["train_loss"]} for r in history if "train_loss" in r
+        ],
     }
 
 
-def run_all(jobs: Sequence[tuple[str, int]], data: Data, steps: int, workers: int = 1,
-            **kwargs: Any) -> list[dict[str, Any]]:
+def run_all(
+    jobs: Sequence[tuple[str, int]], data: Data, steps: int, workers: int = 1, **kwargs: Any
+) -> list[dict[str, Any]]:
     """Every (arm, seed) job, sequentially or on forked processes (data built once before)."""
     from tqdm.auto import tqdm
 
@@ -266,29 +305,41 @@ def _run_job(job: tuple[str, int]) -> dict[str, Any]:
 def mean_std(values: Sequence[float]) -> dict[str, float]:
     """Mean, sample standard deviation (n - 1) and n."""
     values = [float(v) for v in values]
-    return {"mean": statistics.fmean(values),
-            "std": statistics.stdev(values) if len(values) > 1 else 0.0, "n": len(values)}
+    return {
+        "mean": statistics.fmean(values),
+        "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+        "n": len(values),
+    }
 
 
 def summarize(results: Sequence[dict[str, Any]], metrics: Sequence[str]) -> dict[str, Any]:
     """{arm: {metric: mean/std/n over seeds}} in the order of ARMS."""
     arms = [a for a in ARMS if any(r["arm"] == a for r in results)]
-    return {a: {m: mean_std([r[m] for r in results if r["arm"] == a]) for m in metrics}
-            for a in arms}
+    return {
+        a: {m: mean_std([r[m] for r in results if r["arm"] == a]) for m in metrics} for a in arms
+    }
 
 
-def paired_comparison(results: Sequence[dict[str, Any]], arm: str, metric: str,
-                      reference: str = "full") -> dict[str, Any]:
+def paired_comparison(
+    results: Sequence[dict[str, Any]], arm: str, metric: str, reference: str = "full"
+) -> dict[str, Any]:
     """arm - reference per seed (same seed: same initial weights of the shared parameters and
     same data order and masks), judged by the course's one rule (course_lib.stats: paired
     t-test p < 0.05 and the sign of the mean in every seed but at most one)."""
     ref = {r["seed"]: r[metric] for r in results if r["arm"] == reference}
     pairs = [(r[metric], ref[r["seed"]]) for r in results if r["arm"] == arm and r["seed"] in ref]
     if not pairs:
-        return {"arm": arm, "reference": reference, "metric": metric,
-                "diff": {"mean": float("nan"), "std": float("nan"), "n": 0}, "t": None,
-                "p": None, "beyond_noise": False, "exceeds_seed_noise": False,
-                "same_sign_all_seeds": False}
+        return {
+            "arm": arm,
+            "reference": reference,
+            "metric": metric,
+            "diff": {"mean": float("nan"), "std": float("nan"), "n": 0},
+            "t": None,
+            "p": None,
+            "beyond_noise": False,
+            "exceeds_seed_noise": False,
+            "same_sign_all_seeds": False,
+        }
     c = compare([x for x, _ in pairs], [y for _, y in pairs])
     diffs = c["per_seed"]
     return {
@@ -319,24 +370,37 @@ def plot(results: Sequence[dict[str, Any]], title: str) -> Any:
     arms = [a for a in ARMS if any(r["arm"] == a for r in results)]
     fig = Figure(figsize=(13, 3.9), layout="constrained")
     axes = fig.subplots(1, 3)
-    for ax, metric, label in ((axes[0], "eval_mlm_loss", "held-out MLM loss (lower is better)"),
-                              (axes[1], "eval_mlm_accuracy", "masked-token accuracy")):
+    for ax, metric, label in (
+        (axes[0], "eval_mlm_loss", "held-out MLM loss (lower is better)"),
+        (axes[1], "eval_mlm_accuracy", "masked-token accuracy"),
+    ):
         for i, arm in enumerate(arms):
             values = [r[metric] for r in results if r["arm"] == arm]
             stats = mean_std(values)
-            ax.errorbar(i, stats["mean"], yerr=stats["std"], fmt="o", color=f"C{i}",
-                        markersize=8, capsize=5, elinewidth=2)
+            ax.errorbar(
+                i,
+                stats["mean"],
+                yerr=stats["std"],
+                fmt="o",
+                color=f"C{i}",
+                markersize=8,
+                capsize=5,
+                elinewidth=2,
+            )
             ax.scatter([i + 0.18] * len(values), values, color=f"C{i}", s=14, alpha=0.7)
         ax.set_xlim(-0.5, len(arms) - 0.3)
-        ax.set_xticks(range(len(arms)), [LABELS[a] for a in arms], rotation=25, fontsize=8,
-                      ha="right")
+        ax.set_xticks(
+            range(len(arms)), [LABELS[a] for a in arms], rotation=25, fontsize=8, ha="right"
+        )
         ax.set_ylabel(label)
         ax.grid(axis="y", alpha=0.3)
     for i, arm in enumerate(arms):
         curves = [r["curve"] for r in results if r["arm"] == arm]
         steps = sorted({row["step"] for c in curves for row in c})
-        mean = [statistics.fmean(row["eval_mlm_loss"] for c in curves for row in c
-                                 if row["step"] == s) for s in steps]
+        mean = [
+            statistics.fmean(row["eval_mlm_loss"] for c in curves for row in c if row["step"] == s)
+            for s in steps
+        ]
         axes[2].plot(steps, mean, color=f"C{i}", marker=".", label=LABELS[arm])
     axes[2].set_xlabel("optimizer step")
     axes[2].set_ylabel("held-out MLM loss (one mask draw)")
@@ -349,9 +413,11 @@ def plot(results: Sequence[dict[str, Any]], title: str) -> Any:
 
 def plot_title(payload: dict[str, Any]) -> str:
     training = payload["config"]["training"]
-    return (f"DeBERTa ablation in miniature: {training['steps']} steps x batch "
-            f"{training['batch_size']} x {payload['config']['data']['max_length']} tokens, "
-            f"{len(payload['config']['seeds'])} seeds")
+    return (
+        f"DeBERTa ablation in miniature: {training['steps']} steps x batch "
+        f"{training['batch_size']} x {payload['config']['data']['max_length']} tokens, "
+        f"{len(payload['config']['seeds'])} seeds"
+    )
 
 
 def describe(summary: dict[str, Any]) -> str:
@@ -374,28 +440,46 @@ def command_line(argv: Sequence[str]) -> str:
             skip = False
         elif arg == "--out" and i + 1 < len(argv) and os.path.isabs(argv[i + 1]):
             skip = True
-        elif not (arg.startswith("--out=") and os.path.isabs(arg[len("--out="):])):
+        elif not (arg.startswith("--out=") and os.path.isabs(arg[len("--out=") :])):
             shown.append(arg)
     return " ".join(["python", f"experiments/04_deberta_distil/{NAME}.py", *shown])
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--fast", action="store_true",
-                   help="a tiny version in seconds (smoke test / live demo), not the results")
-    p.add_argument("--out", type=Path, default=RESULTS_DIR,
-                   help="folder for deberta_ablation.json/.png (default: results/ beside this)")
+    p.add_argument(
+        "--fast",
+        action="store_true",
+        help="a tiny version in seconds (smoke test / live demo), not the results",
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=RESULTS_DIR,
+        help="folder for deberta_ablation.json/.png (default: results/ beside this)",
+    )
     p.add_argument("--seeds", type=int, default=None, help="seeds per arm (default 3; fast 2)")
     p.add_argument("--steps", type=int, default=None, help="optimizer steps per run")
-    p.add_argument("--arms", default=None,
-                   help=f"comma-separated subset of {','.join(ARMS)} (default: all)")
-    p.add_argument("--replot", action="store_true",
-                   help="only redraw deberta_ablation.png from the JSON already in --out")
-    p.add_argument("--restat", action="store_true",
-                   help="only recompute the comparisons in the JSON already in --out from its "
-                        "per-seed numbers (no training)")
-    p.add_argument("--workers", type=int, default=None,
-                   help="parallel processes, 1 thread each (default: 2; fast mode 1)")
+    p.add_argument(
+        "--arms", default=None, help=f"comma-separated subset of {','.join(ARMS)} (default: all)"
+    )
+    p.add_argument(
+        "--replot",
+        action="store_true",
+        help="only redraw deberta_ablation.png from the JSON already in --out",
+    )
+    p.add_argument(
+        "--restat",
+        action="store_true",
+        help="only recompute the comparisons in the JSON already in --out from its "
+        "per-seed numbers (no training)",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="parallel processes, 1 thread each (default: 2; fast mode 1)",
+    )
     return p
 
 
@@ -410,9 +494,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if args.restat:
         path = args.out / f"{NAME}.json"
         payload = json.loads(path.read_text(encoding="utf-8"))
-        payload["comparisons"] = [paired_comparison(payload["runs"], c["arm"], c["metric"],
-                                                    c["reference"])
-                                  for c in payload["comparisons"]]
+        payload["comparisons"] = [
+            paired_comparison(payload["runs"], c["arm"], c["metric"], c["reference"])
+            for c in payload["comparisons"]
+        ]
         payload["noise_rule"] = RULE
         path.write_text(json.dumps(payload, indent=1, allow_nan=False) + "\n", encoding="utf-8")
         print(f"recomputed the comparisons in {path.name} ({RULE})")
@@ -427,16 +512,22 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     size = TinyDeberta()
 
     start = time.perf_counter()
-    data = build_data(max_length, max_documents=25 if args.fast else None,
-                      max_eval_examples=16 if args.fast else 256)
+    data = build_data(
+        max_length,
+        max_documents=25 if args.fast else None,
+        max_eval_examples=16 if args.fast else 256,
+    )
     jobs = [(arm, seed) for seed in range(seeds) for arm in arms]
     workers = args.workers or (1 if args.fast else 2)
     results = run_all(jobs, data, steps, workers, batch_size=batch_size, lr=lr)
     metrics = ("eval_mlm_loss", "eval_mlm_accuracy", "final_train_loss")
     summary = summarize(results, metrics)
-    comparisons = [paired_comparison(results, arm, m)
-                   for arm in arms if arm != "full" and "full" in arms
-                   for m in ("eval_mlm_loss", "eval_mlm_accuracy")]
+    comparisons = [
+        paired_comparison(results, arm, m)
+        for arm in arms
+        if arm != "full" and "full" in arms
+        for m in ("eval_mlm_loss", "eval_mlm_accuracy")
+    ]
     configs = {arm: size.config(data.tokenizer, max_length, arm) for arm in arms}
     payload = {
         "experiment": NAME,
@@ -449,22 +540,38 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "python_version": platform.python_version(),
         "threads_per_run": 1,
         "config": {
-            "model": {"class": "DebertaForMaskedLM", **asdict(size),
-                      "max_position_embeddings": max_length,
-                      "max_relative_positions": max_length},
-            "arms": {arm: {"label": LABELS[arm], "overrides": ARMS[arm],
-                           "pos_att_type": configs[arm].pos_att_type,
-                           "use_emd": configs[arm].use_emd,
-                           "paper_p2c": configs[arm].paper_p2c}
-                     for arm in arms},
-            "training": {"objective": "mlm (15%, 80/10/10, dynamic masks)", "steps": steps,
-                         "batch_size": batch_size, "lr": lr, "schedule": "linear, 6% warmup",
-                         "optimizer": "AdamW (0.9, 0.98), weight decay 0.01",
-                         "precision": "fp32", "device": str(select_device("auto")),
-                         "workers": workers},
-            "evaluation": {"mask_seeds": list(EVAL_MASK_SEEDS),
-                           "note": "final scores average the same 4 fixed mask draws over the "
-                           "held-out examples; curves use the first draw"},
+            "model": {
+                "class": "DebertaForMaskedLM",
+                **asdict(size),
+                "max_position_embeddings": max_length,
+                "max_relative_positions": max_length,
+            },
+            "arms": {
+                arm: {
+                    "label": LABELS[arm],
+                    "overrides": ARMS[arm],
+                    "pos_att_type": configs[arm].pos_att_type,
+                    "use_emd": configs[arm].use_emd,
+                    "paper_p2c": configs[arm].paper_p2c,
+                }
+                for arm in arms
+            },
+            "training": {
+                "objective": "mlm (15%, 80/10/10, dynamic masks)",
+                "steps": steps,
+                "batch_size": batch_size,
+                "lr": lr,
+                "schedule": "linear, 6% warmup",
+                "optimizer": "AdamW (0.9, 0.98), weight decay 0.01",
+                "precision": "fp32",
+                "device": str(select_device("auto")),
+                "workers": workers,
+            },
+            "evaluation": {
+                "mask_seeds": list(EVAL_MASK_SEEDS),
+                "note": "final scores average the same 4 fixed mask draws over the "
+                "held-out examples; curves use the first draw",
+            },
             "data": data.info,
             "seeds": list(range(seeds)),
         },

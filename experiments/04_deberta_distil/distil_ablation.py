@@ -54,9 +54,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--teacher", type=Path, default=TEACHER_DIR, help="teacher checkpoint folder")
     p.add_argument("--threads", type=int, default=1, help="torch threads (1 on a shared machine)")
     p.add_argument("--out", type=Path, default=RESULTS_DIR, help="folder for the outputs")
-    p.add_argument("--fast", action="store_true", help="a few steps, one seed: checks the script runs")
-    p.add_argument("--plot-only", action="store_true", help="redraw <out>/distil_ablation.png from its JSON")
-    p.add_argument("--restat", action="store_true", help="recompute the paired deltas in <out>/distil_ablation.json from its runs")
+    p.add_argument(
+        "--fast", action="store_true", help="a few steps, one seed: checks the script runs"
+    )
+    p.add_argument(
+        "--plot-only", action="store_true", help="redraw <out>/distil_ablation.png from its JSON"
+    )
+    p.add_argument(
+        "--restat",
+        action="store_true",
+        help="recompute the paired deltas in <out>/distil_ablation.json from its runs",
+    )
     return p.parse_args(argv)
 
 
@@ -110,7 +118,9 @@ def main(argv: list[str] | None = None) -> dict:
             student, info = pretrain_student(teacher, data, variant, steps, seed)
             info.update(finetune(student, task, ft_steps, seed))
             runs.append(info)
-            progress(f"seed {seed} {variant}: " + str({k: v for k, v in info.items() if k != "history"}))
+            progress(
+                f"seed {seed} {variant}: " + str({k: v for k, v in info.items() if k != "history"})
+            )
 
     summary = {
         variant: {m: mean_std([r[m] for r in runs if r["variant"] == variant]) for m in METRICS}
@@ -127,7 +137,12 @@ def main(argv: list[str] | None = None) -> dict:
             "variants": {v: VARIANTS[v] for v in ABLATIONS},
             "temperature": 2.0,
             "teacher_config": teacher.config.to_dict(),
-            "task": {"name": "module topic (10-way)", "classes": task["classes"], "train": len(task["train"]), "test": len(task["test"])},
+            "task": {
+                "name": "module topic (10-way)",
+                "classes": task["classes"],
+                "train": len(task["train"]),
+                "test": len(task["test"]),
+            },
             "mlm_eval_examples": len(data.validation),
         },
         "runs": runs,
@@ -159,7 +174,13 @@ def plot(payload: dict):
         stds = [(d[n]["std"] or 0.0) * scale for n in names]
         ax.barh(names, means, xerr=stds, color="#4c72b0", alpha=0.6, capsize=4)
         for i, n in enumerate(names):
-            ax.scatter([v * scale for v in d[n]["per_seed"]], [i] * len(d[n]["per_seed"]), color="black", s=10, zorder=3)
+            ax.scatter(
+                [v * scale for v in d[n]["per_seed"]],
+                [i] * len(d[n]["per_seed"]),
+                color="black",
+                s=10,
+                zorder=3,
+            )
         ax.axvline(0, color="black", lw=0.8)
         ax.set(title=label, xlabel="mean ± std over seeds; dots: seeds")
         if metric == "eval_mlm_loss":  # random init dwarfs the rest: a log scale beyond ±0.001

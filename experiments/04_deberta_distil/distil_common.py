@@ -128,7 +128,9 @@ def build_data(tokenizer: CourseTokenizer | None = None, max_documents: int | No
     if tokenizer is None:
         tokenizer = train_tokenizer("bert", corpus.texts("train"), vocab_size=VOCAB_SIZE)
     train = list(build_pretraining_dataset(corpus.train, tokenizer, "mlm", max_length=MAX_LENGTH))
-    val = list(build_pretraining_dataset(corpus.validation, tokenizer, "mlm", max_length=MAX_LENGTH))
+    val = list(
+        build_pretraining_dataset(corpus.validation, tokenizer, "mlm", max_length=MAX_LENGTH)
+    )
     return Data(corpus, tokenizer, train, val, PretrainingCollator(tokenizer, MaskingConfig()))
 
 
@@ -181,7 +183,9 @@ def pretrain_student(
             alpha_mlm=spec["alpha_mlm"],
             alpha_cos=spec["alpha_cos"],
         )
-    trainer = Trainer(student, data.train, data.collate, training_config(steps, seed), objective=objective)
+    trainer = Trainer(
+        student, data.train, data.collate, training_config(steps, seed), objective=objective
+    )
     start = time.perf_counter()
     history = trainer.train()
     student.eval()
@@ -204,7 +208,11 @@ def mlm_eval(model: nn.Module, data: Data, seed: int = 0) -> dict[str, float]:
 
 
 def topic_task(
-    data: Data, num_classes: int = 10, train_per_class: int = 64, test_per_class: int = 80, seed: int = 0
+    data: Data,
+    num_classes: int = 10,
+    train_per_class: int = 64,
+    test_per_class: int = 80,
+    seed: int = 0,
 ) -> dict[str, Any]:
     """A 10-way sentence classification built offline: the label is the document (a standard
     library module's documentation: builtins, typing, logging, ...) a sentence comes from.
@@ -229,8 +237,13 @@ def topic_task(
 
     def encode(items: list[tuple[str, int]]) -> list[dict[str, Any]]:
         texts = [text for text, _ in items]
-        encoded = data.tokenizer.batch_encode(texts, max_length=MAX_LENGTH, padding=False, return_tensors=None)
-        return [{"input_ids": ids, "labels": label} for ids, (_, label) in zip(encoded["input_ids"], items)]
+        encoded = data.tokenizer.batch_encode(
+            texts, max_length=MAX_LENGTH, padding=False, return_tensors=None
+        )
+        return [
+            {"input_ids": ids, "labels": label}
+            for ids, (_, label) in zip(encoded["input_ids"], items)
+        ]
 
     return {
         "train": encode(train),
@@ -255,9 +268,13 @@ def collate_classification(
     return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
 
 
-def classification_loss(model: nn.Module, batch: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
+def classification_loss(
+    model: nn.Module, batch: dict[str, Tensor]
+) -> tuple[Tensor, dict[str, Tensor]]:
     """The Trainer objective for fine-tuning: the model's cross-entropy, plus batch accuracy."""
-    out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], labels=batch["labels"])
+    out = model(
+        input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], labels=batch["labels"]
+    )
     accuracy = (out.logits.argmax(-1) == batch["labels"]).float().mean()
     return out.loss, {"accuracy": accuracy.detach()}
 
@@ -272,11 +289,17 @@ def classifier_from(pretrained: nn.Module, num_labels: int, seed: int) -> nn.Mod
     elif isinstance(pretrained, BertForMaskedLM):
         model = BertForSequenceClassification(config)
     else:
-        raise TypeError(f"expected a BERT or DistilBERT MLM model, got {type(pretrained).__name__}.")
-    missing, unexpected = model.backbone.load_state_dict(pretrained.backbone.state_dict(), strict=False)
+        raise TypeError(
+            f"expected a BERT or DistilBERT MLM model, got {type(pretrained).__name__}."
+        )
+    missing, unexpected = model.backbone.load_state_dict(
+        pretrained.backbone.state_dict(), strict=False
+    )
     # Only BERT's pooler is new: the MLM teacher was trained without one (no NSP).
     if unexpected or any(not k.startswith("pooler.") for k in missing):
-        raise RuntimeError(f"encoder weights did not transfer: missing {missing}, unexpected {unexpected}")
+        raise RuntimeError(
+            f"encoder weights did not transfer: missing {missing}, unexpected {unexpected}"
+        )
     return model
 
 
@@ -287,7 +310,10 @@ def accuracy(model: nn.Module, examples: Sequence[dict[str, Any]], batch_size: i
     device = next(model.parameters()).device
     correct = 0
     for start in range(0, len(examples), batch_size):
-        batch = {k: v.to(device) for k, v in collate_classification(examples[start : start + batch_size]).items()}
+        batch = {
+            k: v.to(device)
+            for k, v in collate_classification(examples[start : start + batch_size]).items()
+        }
         logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
         correct += int((logits.argmax(-1) == batch["labels"]).sum())
     return correct / len(examples)
@@ -300,7 +326,9 @@ def finetune(
     the test accuracy (and the last logged training accuracy, to see under- or over-fitting)."""
     model = classifier_from(pretrained, len(task["classes"]), seed)
     config = training_config(steps, seed, lr=lr, warmup=0.1, log_every=max(1, steps // 5))
-    trainer = Trainer(model, task["train"], collate_classification, config, objective=classification_loss)
+    trainer = Trainer(
+        model, task["train"], collate_classification, config, objective=classification_loss
+    )
     history = trainer.train()
     return {
         "task_accuracy": accuracy(model, task["test"]),
@@ -377,7 +405,9 @@ def run_header(args: Any, script: str, argv: Sequence[str] | None = None) -> dic
     """What produced a results file: the exact command (`argv`, default the process's own
     arguments), date, versions, threads."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    command = " ".join(["python", f"experiments/04_deberta_distil/{script}", *map(shlex.quote, argv)])
+    command = " ".join(
+        ["python", f"experiments/04_deberta_distil/{script}", *map(shlex.quote, argv)]
+    )
     return {
         "command": command,
         "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
@@ -406,7 +436,9 @@ def write_json(path: Path, payload: dict[str, Any]) -> Path:
     return path
 
 
-def save_teacher(directory: Path, teacher: BertForMaskedLM, tokenizer: CourseTokenizer, info: dict) -> Path:
+def save_teacher(
+    directory: Path, teacher: BertForMaskedLM, tokenizer: CourseTokenizer, info: dict
+) -> Path:
     """Weights, config and tokenizer only (no optimizer state): what load_teacher needs."""
     return save_checkpoint(directory, teacher, state={"run": info}, tokenizer=tokenizer)
 
@@ -417,4 +449,3 @@ def seeds_for(fast: bool, n: int = 3) -> list[int]:
 
 def progress(message: str) -> None:
     print(message, flush=True)
-

@@ -66,7 +66,13 @@ def main(argv: list[str] | None = None) -> dict:
         teacher,
         data.train,
         data.collate,
-        training_config(steps, args.seed, lr=args.lr, eval_every=max(1, steps // 8), log_every=max(1, steps // 40)),
+        training_config(
+            steps,
+            args.seed,
+            lr=args.lr,
+            eval_every=max(1, steps // 8),
+            log_every=max(1, steps // 40),
+        ),
         eval_dataset=data.validation,
         tokenizer=data.tokenizer,
     )

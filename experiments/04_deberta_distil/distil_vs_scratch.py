@@ -60,9 +60,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--teacher", type=Path, default=TEACHER_DIR, help="teacher checkpoint folder")
     p.add_argument("--threads", type=int, default=1, help="torch threads (1 on a shared machine)")
     p.add_argument("--out", type=Path, default=RESULTS_DIR, help="folder for the outputs")
-    p.add_argument("--fast", action="store_true", help="a few steps, one seed: checks the script runs")
-    p.add_argument("--plot-only", action="store_true", help="redraw <out>/distil_vs_scratch.png from its JSON")
-    p.add_argument("--restat", action="store_true", help="recompute the comparisons in <out>/distil_vs_scratch.json from its runs")
+    p.add_argument(
+        "--fast", action="store_true", help="a few steps, one seed: checks the script runs"
+    )
+    p.add_argument(
+        "--plot-only", action="store_true", help="redraw <out>/distil_vs_scratch.png from its JSON"
+    )
+    p.add_argument(
+        "--restat",
+        action="store_true",
+        help="recompute the comparisons in <out>/distil_vs_scratch.json from its runs",
+    )
     return p.parse_args(argv)
 
 
@@ -101,7 +109,10 @@ def parameter_counts(teacher_config: BertConfig, student_config: DistilBertConfi
             count_parameters(DistilBertConfig.from_preset("distilbert-base"), "DistilBertModel")
         ),
     }
-    for pair, (big, small) in (("tiny", ("teacher", "student")), ("real", ("bert-base", "distilbert-base"))):
+    for pair, (big, small) in (
+        ("tiny", ("teacher", "student")),
+        ("real", ("bert-base", "distilbert-base")),
+    ):
         counts = tiny if pair == "tiny" else real
         counts["ratio"] = counts[small]["total"] / counts[big]["total"]
         for name in (big, small):
@@ -117,12 +128,25 @@ def speed(teacher, student, fast: bool) -> dict:
     torch.manual_seed(0)
     if fast:  # the real sizes take a minute on a shared CPU; a smaller stand-in checks the code
         big = BertModel(BertConfig.from_preset("bert-mini", vocab_size=1000))
-        small = DistilBertModel(DistilBertConfig.from_preset("distilbert-base", hidden_size=256, num_attention_heads=4, intermediate_size=1024, num_hidden_layers=2, vocab_size=1000))
-        real = inference_seconds({"bert-base": big, "distilbert-base": small}, repeats=2, vocab_size=1000)
+        small = DistilBertModel(
+            DistilBertConfig.from_preset(
+                "distilbert-base",
+                hidden_size=256,
+                num_attention_heads=4,
+                intermediate_size=1024,
+                num_hidden_layers=2,
+                vocab_size=1000,
+            )
+        )
+        real = inference_seconds(
+            {"bert-base": big, "distilbert-base": small}, repeats=2, vocab_size=1000
+        )
     else:
         big = BertModel(BertConfig.from_preset("bert-base"))
         small = DistilBertModel(DistilBertConfig.from_preset("distilbert-base"))
-        real = inference_seconds({"bert-base": big, "distilbert-base": small}, repeats=15, vocab_size=30522)
+        real = inference_seconds(
+            {"bert-base": big, "distilbert-base": small}, repeats=15, vocab_size=30522
+        )
     out["real"] = {**real, "speedup": real["bert-base"] / real["distilbert-base"]}
     return out
 
@@ -158,17 +182,33 @@ def main(argv: list[str] | None = None) -> dict:
     teacher_mlm = mlm_eval(teacher, data)
     students = {}
     for seed in seeds_for(args.fast, args.seeds):
-        runs.append({"model": "teacher", "seed": seed, **teacher_mlm, **finetune(teacher, task, ft_steps, seed)})
+        runs.append(
+            {
+                "model": "teacher",
+                "seed": seed,
+                **teacher_mlm,
+                **finetune(teacher, task, ft_steps, seed),
+            }
+        )
         progress(f"seed {seed} teacher: {runs[-1]}")
         copied = make_student(teacher, "teacher", seed).eval()  # before any distillation step
-        runs.append({"model": "copied", "seed": seed, **mlm_eval(copied, data), **finetune(copied, task, ft_steps, seed)})
+        runs.append(
+            {
+                "model": "copied",
+                "seed": seed,
+                **mlm_eval(copied, data),
+                **finetune(copied, task, ft_steps, seed),
+            }
+        )
         progress(f"seed {seed} copied: {runs[-1]}")
         for model, variant in (("distilled", "triple loss"), ("scratch", "scratch")):
             student, info = pretrain_student(teacher, data, variant, steps, seed)
             info.update(finetune(student, task, ft_steps, seed))
             runs.append({"model": model, **info})
             students[model] = student
-            progress(f"seed {seed} {model}: " + str({k: v for k, v in info.items() if k != "history"}))
+            progress(
+                f"seed {seed} {model}: " + str({k: v for k, v in info.items() if k != "history"})
+            )
 
     summary: dict = {}
     for model in MODELS:
@@ -186,13 +226,16 @@ def main(argv: list[str] | None = None) -> dict:
         "distilled / teacher (task accuracy)": ratio(d_acc, t_acc),
         "distilled / teacher (accuracy above chance)": ratio(d_acc - chance, t_acc - chance),
         "scratch / teacher (accuracy above chance)": ratio(s_acc - chance, t_acc - chance),
-        "paper: DistilBERT / BERT-base (GLUE macro-score)": PAPER_TABLE1_GLUE["DistilBERT"] / PAPER_TABLE1_GLUE["BERT-base"],
+        "paper: DistilBERT / BERT-base (GLUE macro-score)": PAPER_TABLE1_GLUE["DistilBERT"]
+        / PAPER_TABLE1_GLUE["BERT-base"],
     }
     params = parameter_counts(teacher.config, students["distilled"].config)
     timing = speed(teacher, students["distilled"], args.fast)
     paper = {
-        "parameter ratio (DistilBERT / BERT-base)": PAPER_TABLE3["DistilBERT"][0] / PAPER_TABLE3["BERT-base"][0],
-        "speedup (BERT-base time / DistilBERT time)": PAPER_TABLE3["BERT-base"][1] / PAPER_TABLE3["DistilBERT"][1],
+        "parameter ratio (DistilBERT / BERT-base)": PAPER_TABLE3["DistilBERT"][0]
+        / PAPER_TABLE3["BERT-base"][0],
+        "speedup (BERT-base time / DistilBERT time)": PAPER_TABLE3["BERT-base"][1]
+        / PAPER_TABLE3["DistilBERT"][1],
         "GLUE retained": retained["paper: DistilBERT / BERT-base (GLUE macro-score)"],
     }
     payload = {
@@ -204,9 +247,19 @@ def main(argv: list[str] | None = None) -> dict:
             "seeds": seeds_for(args.fast, args.seeds),
             "teacher_config": teacher.config.to_dict(),
             "student_layers_from_teacher": students["distilled"].teacher_layers,
-            "distillation": {"temperature": 2.0, "alpha_ce": 5.0, "alpha_mlm": 2.0, "alpha_cos": 1.0},
-            "task": {"name": "module topic (10-way)", "classes": task["classes"], "train": len(task["train"]),
-                     "test": len(task["test"]), "chance": chance},
+            "distillation": {
+                "temperature": 2.0,
+                "alpha_ce": 5.0,
+                "alpha_mlm": 2.0,
+                "alpha_cos": 1.0,
+            },
+            "task": {
+                "name": "module topic (10-way)",
+                "classes": task["classes"],
+                "train": len(task["train"]),
+                "test": len(task["test"]),
+                "chance": chance,
+            },
             "mlm_eval_examples": len(data.validation),
         },
         "runs": runs,
@@ -229,18 +282,30 @@ def main(argv: list[str] | None = None) -> dict:
 def plot(payload: dict):
     """Held-out MLM accuracy curves of the students, and the final numbers with seed spread."""
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
-    colours = {"teacher": "#555555", "distilled": "#4c72b0", "scratch": "#dd8452", "copied": "#8fbc8f"}
+    colours = {
+        "teacher": "#555555",
+        "distilled": "#4c72b0",
+        "scratch": "#dd8452",
+        "copied": "#8fbc8f",
+    }
     for run in payload["runs"]:
         if "history" not in run:
             continue
         xs = [r["step"] for r in run["history"] if "train_mlm_loss" in r]
         ys = [r["train_mlm_loss"] for r in run["history"] if "train_mlm_loss" in r]
-        axes[0].plot(xs, ys, color=colours[run["model"]], alpha=0.7,
-                     label=run["model"] if run["seed"] == 0 else None)
+        axes[0].plot(
+            xs,
+            ys,
+            color=colours[run["model"]],
+            alpha=0.7,
+            label=run["model"] if run["seed"] == 0 else None,
+        )
     axes[0].set(xlabel="step", ylabel="training MLM loss", title="students, one line per seed")
     axes[0].legend()
-    for ax, key, label in ((axes[1], "eval_mlm_accuracy", "held-out MLM accuracy"),
-                           (axes[2], "task_accuracy", "topic task accuracy")):
+    for ax, key, label in (
+        (axes[1], "eval_mlm_accuracy", "held-out MLM accuracy"),
+        (axes[2], "task_accuracy", "topic task accuracy"),
+    ):
         order = ("teacher", "copied", "distilled", "scratch")  # from the teacher down
         for i, model in enumerate(order):
             values = [r[key] for r in payload["runs"] if r["model"] == model]
