@@ -504,3 +504,19 @@ def test_dropout_depends_only_on_the_seed_and_the_step():
         weights.append(trainer.model.state_dict())
     for name, value in weights[0].items():
         assert torch.equal(value, weights[1][name]), name
+
+
+def test_tokens_without_a_word_are_masked_one_by_one():
+    """Bug: whole-word units ignore word id -1, so neighbouring tokens that belong to no word
+    (and are not special) are masked together as if they were one word."""
+    from course_lib.objectives.masking import IGNORE_INDEX, MaskingConfig, mask_tokens
+
+    ids = torch.randint(5, 100, (400, 12), generator=torch.Generator().manual_seed(0))
+    words = torch.full_like(ids, -1)  # no token belongs to a word
+    special = torch.zeros_like(ids, dtype=torch.bool)
+    config = MaskingConfig(mlm_probability=0.5, whole_word=True)
+    _, labels = mask_tokens(
+        ids, special, 4, 100, config, torch.Generator().manual_seed(1), word_ids=words
+    )
+    per_row = (labels != IGNORE_INDEX).sum(1)
+    assert ((per_row > 0) & (per_row < 12)).float().mean() > 0.9  # not all-or-nothing rows
