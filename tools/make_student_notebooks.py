@@ -1,21 +1,26 @@
 """Generate the student exercise notebooks and a solutions view from the instructor masters.
 
-Masters live in `chapters/<chapter>/instructor/` (where only instructors look) and mark answers
-nbgrader-style:
+Masters live in `chapters/<chapter>/instructor/` (where only instructors look). They are nbgrader
+source notebooks: answers sit nbgrader-style between
 
     ### BEGIN SOLUTION
     ...the answer...
     ### END SOLUTION
 
-The student copy replaces each region with `raise NotImplementedError()` (indented like the
-region), drops cells tagged `instructor`, clears every output, tags each `check_*(...)` cell
-`raises-exception` (Jupyter's tag for a cell expected to fail: "Run All" goes on past it, nbval
-accepts it) and goes into the lesson sequence as `chapters/<chapter>/<notebook>.ipynb`. The solutions view,
-`chapters/<chapter>/solutions/<notebook>.md`, lists each answer (markers removed) under its
-exercise heading.
+in cells whose metadata says `nbgrader.solution`; each `check_*(...)` cell is an autograded test
+cell (`grade`, `points`, `locked`) and every other cell is read-only (`locked`). The student copy
+is what `nbgrader generate_assignment` releases (tests/test_nbgrader.py compares the two): each
+region becomes `raise NotImplementedError()` (indented like the region), cells tagged `instructor`
+are dropped, outputs are cleared and locked cells are made non-editable and non-deletable. On top of
+that, each `check_*(...)` cell is tagged `raises-exception` (Jupyter's tag for a cell expected to
+fail: "Run All" goes on past it, nbval accepts it). The copy goes into the lesson sequence as
+`chapters/<chapter>/<notebook>.ipynb`. The solutions view, `chapters/<chapter>/solutions/<notebook>.md`,
+lists each answer (markers removed) under its exercise heading.
 
     python tools/make_student_notebooks.py          # write everything
     python tools/make_student_notebooks.py --check  # exit 1 if a committed copy is out of date
+    python tools/make_student_notebooks.py --nbgrader-course DIR
+        # an nbgrader course directory: DIR/source/<chapter>/<notebook>.ipynb and DIR/nbgrader_config.py
 """
 
 from __future__ import annotations
@@ -28,12 +33,14 @@ from pathlib import Path
 import nbformat
 
 ROOT = Path(__file__).resolve().parents[1]
+BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
+STUB_LINES = ["# YOUR CODE HERE", "raise NotImplementedError()"]  # nbgrader's code_stub["python"]
 REGION = re.compile(
     r"^([ \t]*)### BEGIN SOLUTION\n.*?^[ \t]*### END SOLUTION[ \t]*\n?", re.S | re.M
 )
 MARKER = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?", re.M)
-STUB = "{indent}# YOUR CODE HERE\n{indent}raise NotImplementedError()\n"
 INSTRUCTOR_TAG = "instructor"
+NBGRADER_CONFIG = ROOT / "tools" / "nbgrader_config.py"
 CHECK_CALL = re.compile(r"^check_\w+\(", re.M)
 
 
@@ -55,9 +62,41 @@ def solutions_path(master: Path) -> Path:
     return master.parent.parent / "solutions" / f"{master.stem}.md"
 
 
+class MasterError(ValueError):
+    """A master whose solution regions or nbgrader metadata nbgrader itself would reject."""
+
+
 def stub_source(source: str) -> str:
-    """Replace each solution region with a stub that raises NotImplementedError."""
-    return REGION.sub(lambda m: STUB.format(indent=m.group(1)), source)
+    """Replace each solution region with a stub that raises NotImplementedError, line for line as
+    nbgrader's ClearSolutions does (a marker anywhere in a line counts; the stub takes its indent)."""
+    lines, inside = [], False
+    for line in source.split("\n"):
+        if BEGIN in line:
+            if inside:
+                raise MasterError(f"nested {BEGIN} in:\n{source}")
+            inside = True
+            indent = re.match(r"\s*", line).group(0)
+            lines += [indent + stub for stub in STUB_LINES]
+        elif END in line:
+            inside = False
+        elif not inside:
+            lines.append(line)
+    if inside:
+        raise MasterError(f"{BEGIN} without {END} in:\n{source}")
+    return "\n".join(lines)
+
+
+def nbgrader_meta(cell: nbformat.NotebookNode) -> dict:
+    return cell.metadata.get("nbgrader", {})
+
+
+def is_check_cell(cell: nbformat.NotebookNode) -> bool:
+    """A cell that calls a checker (the import cell names them too, without calling)."""
+    return (
+        cell.cell_type == "code"
+        and bool(CHECK_CALL.search(cell.source))
+        and "import" not in cell.source
+    )
 
 
 def strip_markers(source: str) -> str:
@@ -66,19 +105,36 @@ def strip_markers(source: str) -> str:
 
 
 def student_version(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """A deep copy with stubs for answers, no instructor cells and no outputs."""
+    """A deep copy as nbgrader generate_assignment releases it: stubs for answers, no instructor
+    cells, no outputs, locked cells read-only; check cells also tagged `raises-exception`."""
     nb = nbformat.from_dict(nb)
     nb.cells = [c for c in nb.cells if INSTRUCTOR_TAG not in c.metadata.get("tags", [])]
     for cell in nb.cells:
+        meta = nbgrader_meta(cell)
         if cell.cell_type == "code":
-            cell.source = stub_source(cell.source)
+            stubbed = stub_source(cell.source)
+            if meta.get("solution") and stubbed == cell.source:
+                stubbed = "\n".join(STUB_LINES)  # nbgrader replaces a whole unmarked solution cell
+            elif stubbed != cell.source and not meta.get("solution"):
+                raise MasterError(
+                    f"a solution region in a cell not marked nbgrader.solution:\n{cell.source}"
+                )
+            cell.source = stubbed
             cell.outputs = []
             cell.execution_count = None
             cell.pop("attachments", None)
-            if CHECK_CALL.search(cell.source) and "import" not in cell.source:
+            for field in ("collapsed", "scrolled"):
+                cell.metadata.pop(field, None)
+            if is_check_cell(cell):
                 tags = cell.metadata.setdefault("tags", [])
                 if "raises-exception" not in tags:
                     tags.append("raises-exception")
+        # nbgrader's LockCells: answers may not be deleted, tests and instructions not edited either
+        if meta.get("solution"):
+            cell.metadata["deletable"] = False
+        elif meta.get("grade") or meta.get("locked"):
+            cell.metadata["deletable"] = False
+            cell.metadata["editable"] = False
         cell.metadata.pop("execution", None)
     nb.metadata.pop("widgets", None)
     return nb
@@ -97,7 +153,7 @@ def solutions_markdown(path: Path, nb: nbformat.NotebookNode) -> str:
             for line in cell.source.splitlines():
                 if line.startswith("#"):
                     heading = line.lstrip("#").strip()
-        elif "### BEGIN SOLUTION" in cell.source:
+        elif BEGIN in cell.source:
             code = strip_markers(cell.source).strip()
             lines += [f"## {heading or 'Exercise'}", "", "```python", code, "```", ""]
     return "\n".join(lines)
@@ -111,6 +167,28 @@ def outputs_for(path: Path) -> dict[Path, str]:
     }
 
 
+def nbgrader_course(directory: Path) -> int:
+    """Lay out an nbgrader course directory: one assignment per chapter (source/<chapter>/ holds its
+    masters) and the course's nbgrader_config.py. Never overwrites: a differing file stops it."""
+    plan = {directory / "nbgrader_config.py": NBGRADER_CONFIG}
+    for master in master_notebooks():
+        plan[directory / "source" / master.parent.parent.name / master.name] = master
+    for target, origin in plan.items():
+        if target.exists() and target.read_bytes() != origin.read_bytes():
+            print(
+                f"{target} exists and differs from {origin.relative_to(ROOT)}; "
+                "move it away or choose another directory (nothing was written)"
+            )
+            return 1
+    for target, origin in plan.items():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(origin.read_bytes())
+    chapters = sorted({m.parent.parent.name for m in master_notebooks()})
+    print(f"nbgrader course in {directory}: assignments {', '.join(chapters)}")
+    print(f"next: cd {directory} && nbgrader generate_assignment {chapters[0]}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -118,7 +196,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--check", action="store_true", help="only check that committed copies are current"
     )
+    parser.add_argument(
+        "--nbgrader-course",
+        type=Path,
+        metavar="DIR",
+        help="lay out an nbgrader course directory in DIR (one assignment per chapter)",
+    )
     args = parser.parse_args(argv)
+    if args.nbgrader_course is not None:
+        return nbgrader_course(args.nbgrader_course)
     stale = []
     for master in master_notebooks():
         for target, text in outputs_for(master).items():

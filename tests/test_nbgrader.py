@@ -1,0 +1,227 @@
+"""The exercise masters are nbgrader source notebooks. Their cell metadata follows nbgrader's
+schema (version 3); `nbgrader generate_assignment` releases exactly the student copies committed
+in the lesson sequence (the same cells, sources and locks; only nbgrader's checksums and our
+`raises-exception` tags differ); `nbgrader autograde` gives a solved submission full marks, the
+untouched stub zero, and grades each exercise on its own even when a student edits a test cell.
+The nbgrader tests are skipped, with the reason, where nbgrader is not installed (the `classroom`
+extra installs it)."""
+
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+import make_student_notebooks as msn  # noqa: E402
+
+MASTERS = msn.master_notebooks()
+IDS = [f"{p.parent.parent.name}/{p.name}" for p in MASTERS]
+needs_nbgrader = pytest.mark.skipif(
+    importlib.util.find_spec("nbgrader") is None,
+    reason='nbgrader is not installed (pip install -e ".[classroom]")',
+)
+SCHEMA_KEYS = {"schema_version", "grade", "grade_id", "locked", "solution", "task"}
+
+
+@pytest.mark.parametrize("master", MASTERS, ids=IDS)
+def test_master_cells_carry_nbgrader_v3_metadata(master):
+    """Every cell but the instructor note is an nbgrader cell: answers are solution cells (one
+    region each), each check is a locked test cell worth points, everything else is read-only."""
+    cells = nbformat.read(master, as_version=4).cells
+    ids, points = [], 0
+    for cell in cells:
+        if msn.INSTRUCTOR_TAG in cell.metadata.get("tags", []):
+            assert "nbgrader" not in cell.metadata, cell.source[:80]
+            continue
+        meta = cell.metadata.get("nbgrader")
+        assert meta, f"no nbgrader metadata on:\n{cell.source[:200]}"
+        assert set(meta) - {"points"} == SCHEMA_KEYS, meta
+        assert meta["schema_version"] == 3 and meta["task"] is False
+        assert re.fullmatch(r"[a-zA-Z0-9_\-]+", meta["grade_id"]), meta["grade_id"]
+        ids.append(meta["grade_id"])
+        if msn.is_check_cell(cell):
+            assert (meta["grade"], meta["solution"], meta["locked"]) == (True, False, True)
+            assert meta["points"] > 0
+            points += meta["points"]
+        elif msn.BEGIN in cell.source:
+            assert cell.cell_type == "code"
+            assert (meta["grade"], meta["solution"], meta["locked"]) == (False, True, False)
+            assert cell.source.count(msn.BEGIN) == 1 == cell.source.count(msn.END)
+            assert "points" not in meta
+        else:
+            assert (meta["grade"], meta["solution"], meta["locked"]) == (False, False, True)
+            assert "points" not in meta
+    assert len(ids) == len(set(ids)), "duplicate grade_id"
+    checks = [c for c in cells if msn.is_check_cell(c)]
+    solutions = [c for c in cells if c.metadata.get("nbgrader", {}).get("solution")]
+    assert points == len(checks) == len(solutions) == 4
+
+
+def test_the_tool_refuses_what_nbgrader_refuses():
+    """A region in a cell not marked as a solution, a nested and an unclosed region stop the tool
+    (nbgrader stops on them too); a solution cell without a region becomes the stub entirely."""
+
+    def notebook(source, solution):
+        cell = nbformat.v4.new_code_cell(source)
+        cell.metadata["nbgrader"] = {
+            "grade": False,
+            "grade_id": "a",
+            "locked": False,
+            "schema_version": 3,
+            "solution": solution,
+            "task": False,
+        }
+        return nbformat.v4.new_notebook(cells=[cell])
+
+    region = "def f():\n    ### BEGIN SOLUTION\n    return 1\n    ### END SOLUTION"
+    with pytest.raises(msn.MasterError, match="not marked nbgrader.solution"):
+        msn.student_version(notebook(region, solution=False))
+    with pytest.raises(msn.MasterError, match="nested"):
+        msn.stub_source("### BEGIN SOLUTION\n### BEGIN SOLUTION\n### END SOLUTION")
+    with pytest.raises(msn.MasterError, match="without"):
+        msn.stub_source("x = 1\n### BEGIN SOLUTION\nx = 2")
+    whole = msn.student_version(notebook("x = 42", solution=True))
+    assert whole.cells[0].source == "# YOUR CODE HERE\nraise NotImplementedError()"
+    assert msn.student_version(notebook(region, solution=True)).cells[0].source == (
+        "def f():\n    # YOUR CODE HERE\n    raise NotImplementedError()"
+    )
+
+
+def test_nbgrader_course_layout_never_overwrites(tmp_path, capsys):
+    """--nbgrader-course copies the masters to source/<chapter>/ and the config next to them;
+    run again it is a no-op, and a file that differs stops it before anything is written."""
+    course = tmp_path / "course"
+    assert msn.main(["--nbgrader-course", str(course)]) == 0
+    for master in MASTERS:
+        copy = course / "source" / master.parent.parent.name / master.name
+        assert copy.read_bytes() == master.read_bytes()
+    assert (course / "nbgrader_config.py").read_bytes() == msn.NBGRADER_CONFIG.read_bytes()
+    assert msn.main(["--nbgrader-course", str(course)]) == 0
+    edited = course / "source" / MASTERS[0].parent.parent.name / MASTERS[0].name
+    edited.write_text("my edits", encoding="utf-8")
+    (course / "nbgrader_config.py").unlink()
+    capsys.readouterr()
+    assert msn.main(["--nbgrader-course", str(course)]) == 1
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and "exists and differs" in out and str(edited) in out
+    assert edited.read_text(encoding="utf-8") == "my edits"
+    assert not (course / "nbgrader_config.py").exists(), "nothing is written after a refusal"
+
+
+@needs_nbgrader
+@pytest.mark.parametrize("master", MASTERS, ids=IDS)
+def test_nbgrader_validates_the_masters_and_stubs_them_like_the_tool(master):
+    from nbgrader.nbgraderformat import MetadataValidator
+    from nbgrader.preprocessors import ClearSolutions
+
+    nb = nbformat.read(master, as_version=4)
+    MetadataValidator().validate_nb(nb)
+    clear = ClearSolutions()
+    solution_cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution")]
+    assert solution_cells
+    for cell in solution_cells:
+        theirs = nbformat.from_dict(cell)
+        assert clear._replace_solution_region(theirs, "python")
+        assert msn.stub_source(cell.source) == theirs.source
+
+
+def nbgrader(course: Path, *args: str) -> str:
+    """Run one nbgrader command in `course`; its output, or a failure showing the output."""
+    env = dict(os.environ, COURSE_FAST="1")
+    # nbgrader runs the `alembic` script of its own environment
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    done = subprocess.run(
+        [sys.executable, "-m", "nbgrader", *args],
+        cwd=course,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, f"nbgrader {' '.join(args)} failed:\n{out[-4000:]}"
+    assert "[ERROR]" not in out and "| ERROR]" not in out, out[-4000:]
+    return out
+
+
+def comparable(nb: nbformat.NotebookNode) -> list[tuple]:
+    """Each cell as nbgrader and the tool must agree on it: id, type, source and metadata, less
+    what only one of them adds (nbgrader's checksum and cell type, our raises-exception tag)."""
+    rows = []
+    for cell in nb.cells:
+        meta = json.loads(json.dumps(cell.metadata))
+        for key in ("checksum", "cell_type"):
+            meta.get("nbgrader", {}).pop(key, None)
+        tags = [t for t in meta.pop("tags", []) if t != "raises-exception"]
+        if tags:
+            meta["tags"] = tags
+        rows.append((cell.get("id"), cell.cell_type, cell.source, meta))
+    return rows
+
+
+@needs_nbgrader
+@pytest.mark.slow
+def test_nbgrader_generates_the_student_copies_and_autogrades(tmp_path):
+    from nbgrader.api import Gradebook
+
+    course = tmp_path / "course"
+    assert msn.main(["--nbgrader-course", str(course)]) == 0
+    nbgrader(course, "generate_assignment", "*")
+    for master in MASTERS:
+        released = course / "release" / master.parent.parent.name / master.name
+        ours = nbformat.read(msn.student_path(master), as_version=4)
+        theirs = nbformat.read(released, as_version=4)
+        assert comparable(theirs) == comparable(ours), master
+        assert theirs.metadata == ours.metadata
+
+    # three students hand in chapter 01: solved, untouched (nbgrader's release), and the repo's
+    # stub copy with exercise 1 solved and exercise 2's locked test cell replaced by `pass`
+    assignment, master = "01_bert", ROOT / "chapters/01_bert/instructor/07_exercises.ipynb"
+    answers = {
+        c.metadata["nbgrader"]["grade_id"]: c.source
+        for c in nbformat.read(master, as_version=4).cells
+        if c.metadata.get("nbgrader", {}).get("solution")
+    }
+    release = course / "release" / assignment / master.name
+    solved = nbformat.read(release, as_version=4)
+    for cell in solved.cells:
+        cell.source = answers.get(cell.metadata["nbgrader"]["grade_id"], cell.source)
+    partial = nbformat.read(msn.student_path(master), as_version=4)
+    for cell in partial.cells:
+        grade_id = cell.metadata["nbgrader"]["grade_id"]
+        if grade_id == "ex1_answer":
+            cell.source = answers[grade_id]
+        elif grade_id == "ex2_check":
+            cell.source = "pass"
+    submissions = {
+        "solved": solved,
+        "untouched": nbformat.read(release, as_version=4),
+        "partial": partial,
+    }
+    for student, nb in submissions.items():
+        folder = course / "submitted" / student / assignment
+        folder.mkdir(parents=True)
+        nbformat.write(nb, folder / master.name)
+    nbgrader(course, "autograde", assignment, "--create")
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        scores = {}
+        for student in submissions:
+            graded = gradebook.find_submission_notebook(master.stem, assignment, student)
+            assert graded.max_score == 4
+            scores[student] = {g.name: g.auto_score for g in graded.grades}
+    assert scores["solved"] == {f"ex{i}_check": 1.0 for i in range(1, 5)}
+    assert scores["untouched"] == {f"ex{i}_check": 0.0 for i in range(1, 5)}
+    assert scores["partial"] == {
+        "ex1_check": 1.0,
+        "ex2_check": 0.0,
+        "ex3_check": 0.0,
+        "ex4_check": 0.0,
+    }
