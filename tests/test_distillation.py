@@ -22,7 +22,9 @@ VOCAB = 64  # training_helpers' toy vocabulary
 
 def random_logits(rows=8, vocab=50, seed=0, scale=2.0):
     g = torch.Generator().manual_seed(seed)
-    return torch.randn(rows, vocab, generator=g) * scale, torch.randn(rows, vocab, generator=g) * scale
+    return torch.randn(rows, vocab, generator=g) * scale, torch.randn(
+        rows, vocab, generator=g
+    ) * scale
 
 
 # --- the two distillation terms -------------------------------------------------------------------
@@ -34,9 +36,13 @@ def test_kl_term_equals_the_direct_formula(temperature):
     p_t = torch.softmax(teacher / temperature, dim=-1)
     p_s = torch.softmax(student / temperature, dim=-1)
     direct = (p_t * (p_t.log() - p_s.log())).sum(-1).mean() * temperature**2
-    assert kl_distillation_loss(student, teacher, temperature).item() == pytest.approx(direct.item(), rel=1e-5)
+    assert kl_distillation_loss(student, teacher, temperature).item() == pytest.approx(
+        direct.item(), rel=1e-5
+    )
     # the reference script's formulation: nn.KLDivLoss(batchmean) on softmax targets, times T^2
-    reference = torch.nn.KLDivLoss(reduction="batchmean")(F.log_softmax(student / temperature, -1), p_t)
+    reference = torch.nn.KLDivLoss(reduction="batchmean")(
+        F.log_softmax(student / temperature, -1), p_t
+    )
     assert kl_distillation_loss(student, teacher, temperature).item() == pytest.approx(
         reference.item() * temperature**2, rel=1e-5
     )
@@ -87,7 +93,9 @@ def test_cosine_term_equals_cosine_embedding_loss_on_real_tokens():
     s2 = s.clone()
     s2[1, 5] = 100.0  # padding positions do not count
     assert hidden_cosine_loss(s2, t, mask).item() == pytest.approx(expected.item(), rel=1e-5)
-    assert hidden_cosine_loss(2.0 * t, t, mask).item() == pytest.approx(0.0, abs=1e-6)  # direction only
+    assert hidden_cosine_loss(2.0 * t, t, mask).item() == pytest.approx(
+        0.0, abs=1e-6
+    )  # direction only
 
 
 def test_mismatched_shapes_are_clear_errors():
@@ -102,8 +110,14 @@ def test_mismatched_shapes_are_clear_errors():
 
 def tiny_teacher(seed=0) -> BertForMaskedLM:
     torch.manual_seed(seed)
-    config = BertConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=32)
+    config = BertConfig(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=32,
+    )
     model = BertForMaskedLM(config)
     with torch.no_grad():  # why: an untrained head predicts near-uniformly, which would make the
         model.mlm_head.decoder.bias.normal_(0.0, 2.0)  # KL term tiny; give it confident opinions
@@ -121,28 +135,44 @@ def mlm_batch(seed=0):
     for row, col in [(0, 2), (0, 7), (1, 1), (1, 6), (2, 3)]:
         labels[row, col] = ids[row, col]
         ids[row, col] = 3  # [MASK]
-    return dict(input_ids=ids, attention_mask=mask, token_type_ids=torch.zeros_like(ids), labels=labels)
+    return dict(
+        input_ids=ids, attention_mask=mask, token_type_ids=torch.zeros_like(ids), labels=labels
+    )
 
 
-def test_objective_is_the_weighted_sum_of_the_three_terms():
+@pytest.mark.parametrize("restrict_ce_to_mask", [False, True])
+def test_objective_is_the_weighted_sum_of_the_three_terms(restrict_ce_to_mask):
     teacher = tiny_teacher()
     student = init_student_from_teacher(tiny_teacher(seed=1))  # not the teacher's weights
-    objective = DistillationObjective(teacher, temperature=3.0, alpha_ce=5.0, alpha_mlm=2.0, alpha_cos=1.0)
+    objective = DistillationObjective(
+        teacher,
+        temperature=3.0,
+        alpha_ce=5.0,
+        alpha_mlm=2.0,
+        alpha_cos=1.0,
+        restrict_ce_to_mask=restrict_ce_to_mask,
+    )
     batch = mlm_batch()
     student.eval()
     loss, metrics = objective(student, batch)
     assert set(metrics) == {"ce_loss", "mlm_loss", "cos_loss"}
     assert all(not m.requires_grad for m in metrics.values())
-    with torch.no_grad():
-        s = student(**{k: v for k, v in batch.items() if k != "token_type_ids"})
-        t = teacher(**batch)
+    with torch.no_grad():  # full logits ([batch, seq, vocab]): the models run without labels
+        inputs = {k: v for k, v in batch.items() if k != "labels"}
+        s = student(**{k: v for k, v in inputs.items() if k != "token_type_ids"})
+        t = teacher(**inputs)
         masked = batch["labels"] != -100
-        log_p_t = torch.log_softmax(t.mlm_logits / 3.0, -1)
-        log_p_s = torch.log_softmax(s.mlm_logits / 3.0, -1)
-        ce = (log_p_t.exp() * (log_p_t - log_p_s)).sum(-1).mean() * 9.0
-        mlm = F.cross_entropy(s.mlm_logits, batch["labels"][masked])
         real = batch["attention_mask"].bool()
-        cos = (1 - F.cosine_similarity(s.last_hidden_state[real], t.last_hidden_state[real], dim=-1)).mean()
+        # the reference distiller.py: L_ce over attention_mask rows unless --restrict_ce_to_mask
+        rows = masked if restrict_ce_to_mask else real
+        assert int(rows.sum()) == (5 if restrict_ce_to_mask else 33 - 3 - 6)
+        log_p_t = torch.log_softmax(t.mlm_logits[rows] / 3.0, -1)
+        log_p_s = torch.log_softmax(s.mlm_logits[rows] / 3.0, -1)
+        ce = (log_p_t.exp() * (log_p_t - log_p_s)).sum(-1).mean() * 9.0
+        mlm = F.cross_entropy(s.mlm_logits[masked], batch["labels"][masked])
+        cos = (
+            1 - F.cosine_similarity(s.last_hidden_state[real], t.last_hidden_state[real], dim=-1)
+        ).mean()
     assert metrics["ce_loss"].item() == pytest.approx(ce.item(), rel=1e-5)
     assert metrics["mlm_loss"].item() == pytest.approx(mlm.item(), rel=1e-5)
     assert metrics["cos_loss"].item() == pytest.approx(cos.item(), rel=1e-5)
@@ -150,6 +180,41 @@ def test_objective_is_the_weighted_sum_of_the_three_terms():
     # a zero weight drops the term (and its cost) entirely
     loss_no_cos, metrics = DistillationObjective(teacher, alpha_cos=0.0)(student, batch)
     assert "cos_loss" not in metrics
+
+
+def test_all_tokens_is_the_default_and_differs_from_masked_only():
+    teacher = tiny_teacher()
+    student = init_student_from_teacher(tiny_teacher(seed=1)).eval()
+    batch = mlm_batch()
+    default = DistillationObjective(teacher)
+    assert default.restrict_ce_to_mask is False
+    _, every = default(student, batch)
+    _, explicit = DistillationObjective(teacher, restrict_ce_to_mask=False)(student, batch)
+    _, masked_only = DistillationObjective(teacher, restrict_ce_to_mask=True)(student, batch)
+    assert every["ce_loss"].item() == explicit["ce_loss"].item()
+    assert abs(every["ce_loss"].item() - masked_only["ce_loss"].item()) > 1e-3
+    # the other two terms do not depend on where L_ce is taken
+    for key in ("mlm_loss", "cos_loss"):
+        assert every[key].item() == pytest.approx(masked_only[key].item(), rel=1e-6)
+    with pytest.raises(ValueError, match="restrict_ce_to_mask='yes' is invalid"):
+        DistillationObjective(teacher, restrict_ce_to_mask="yes")
+
+
+@pytest.mark.usefixtures("one_thread")
+@pytest.mark.parametrize("restrict_ce_to_mask", [False, True])
+def test_both_ce_modes_are_exact_under_gradient_accumulation(restrict_ce_to_mask):
+    """4 micro-batches of 8 = one batch of 32 (loss, gradients, weights after the step), with
+    L_ce over the real tokens (share of the step's real tokens) or the masked ones (share of its
+    masked tokens). The micro-batches hold different numbers of each (checked there)."""
+    from test_exact_accumulation import _assert_same_step, _one_step, _setup
+
+    def objective():
+        objective = _setup("distilbert-triple")[2]  # the same teacher every call
+        objective.restrict_ce_to_mask = restrict_ce_to_mask
+        return objective
+
+    big = _one_step("distilbert-triple", accumulation=1, objective=objective())
+    _assert_same_step(_one_step("distilbert-triple", accumulation=4, objective=objective()), big)
 
 
 def test_a_copy_of_the_teacher_has_zero_distillation_terms():
@@ -168,7 +233,9 @@ def test_teacher_runs_in_eval_mode_without_gradients():
     assert not teacher.training
     teacher.train()  # switched back by someone: the objective still runs it in eval mode
     seen = []
-    teacher.register_forward_hook(lambda m, i, o: seen.append((m.training, torch.is_grad_enabled())))
+    teacher.register_forward_hook(
+        lambda m, i, o: seen.append((m.training, torch.is_grad_enabled()))
+    )
     loss, _ = objective(student, mlm_batch())
     loss.backward()
     assert seen == [(False, False)]
@@ -223,7 +290,9 @@ def test_objective_plugs_into_the_trainer():
         student,
         toy_examples(32),
         ToyCollator(),  # gives token_type_ids too: the student without segments must cope
-        TrainingConfig(max_steps=3, batch_size=8, lr=3e-3, log_every=1, progress=False, precision="fp32"),
+        TrainingConfig(
+            max_steps=3, batch_size=8, lr=3e-3, log_every=1, progress=False, precision="fp32"
+        ),
         eval_dataset=toy_examples(16, seed=1),
         objective=DistillationObjective(teacher),
     )
