@@ -182,6 +182,9 @@ def pretrain_student(
             alpha_ce=spec["alpha_ce"],
             alpha_mlm=spec["alpha_mlm"],
             alpha_cos=spec["alpha_cos"],
+            # The committed runs took L_ce at the masked positions only (the reference script's
+            # --restrict_ce_to_mask); the library's default, all real tokens, is a pending arm.
+            restrict_ce_to_mask=spec.get("restrict_ce_to_mask", True),
         )
     trainer = Trainer(
         student, data.train, data.collate, training_config(steps, seed), objective=objective
