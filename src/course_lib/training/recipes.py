@@ -3,7 +3,7 @@
 A recipe is plain data, so `course pretrain --preset tiny` and a notebook build exactly the same
 run. The choices of the default "tiny" recipe are explained next to each value: it has to learn
 something a learner can see in 5 minutes on 2 CPU threads, which is a compute budget about a
-billion times smaller than BERT-base's, so almost every choice trades model capacity for steps.
+million times smaller than BERT-base's (6·N·D: 6.9e13 vs 8.4e19 FLOPs), so almost every choice trades model capacity for steps.
 """
 
 from __future__ import annotations
