@@ -6,7 +6,9 @@ shows nothing offline or behind a firewall, and some frontends fail to load it (
 `course_lib.viz.show_attention` there: it needs no JavaScript.
 
 No installed Python package ships standalone require.js / d3 / jQuery files to inline (JupyterLab
-bundles d3 inside its webpack chunks only), so there is no offline mode for bertviz here.
+bundles d3 inside its webpack chunks only), so there is no offline mode for bertviz here. Every
+view therefore starts with a plain-HTML notice (`OFFLINE_NOTICE`) that says so and names the
+offline explorer, so an empty view is never left unexplained.
 
 bertviz embeds the attention as JSON in the output: about 12 MB per view for 4 layers x 4
 heads at 128 tokens with full float precision, twice that for a sentence pair. These wrappers
@@ -29,6 +31,19 @@ from course_lib.viz.attention import (
 
 DEFAULT_MAX_TOKENS = 64
 WARN_BYTES = 2_000_000
+
+# Shown above every view, in plain HTML (no JavaScript), so that it is visible exactly where the
+# view fails: offline, behind a firewall, in a frontend without require.js, or on a static page.
+OFFLINE_NOTICE = (
+    '<div class="course-bertviz-notice" style="font-family: sans-serif; font-size: 13px; '
+    "color: #444; background: #fff8e1; border-left: 4px solid #f0a500; padding: 6px 10px; "
+    'margin: 4px 0;">'
+    "<b>bertviz needs internet in the browser</b>: it loads require.js, d3 and jQuery from a "
+    "CDN. If the view below stays empty (a blank area or an empty <i>Layer:</i> menu), you are "
+    "offline or your notebook frontend blocks it. The offline attention explorer beside it, "
+    "<code>course_lib.viz.show_attention(model, text, tokenizer)</code>, shows the same weights "
+    "without JavaScript.</div>"
+)
 
 
 def _prepare(
@@ -90,6 +105,10 @@ def estimate_html_bytes(
 
 
 def _finish(view: Any) -> Any:
+    """Put the offline notice above the view, and warn if the HTML is large."""
+    from IPython.display import HTML
+
+    view = HTML(OFFLINE_NOTICE + view.data)
     size = len(view.data)
     if size > WARN_BYTES:
         warnings.warn(
@@ -120,7 +139,7 @@ def bertviz_head_view(
 
     Returns an `IPython.display.HTML`; it shows when last in a cell. `layers` keeps only those
     layers (smaller output), `layer` is the one selected first, `heads` the heads ticked first.
-    Needs internet in the browser (see module docstring).
+    Needs internet in the browser; the output says so above the view (see module docstring).
     """
     from bertviz import head_view
 
@@ -171,7 +190,7 @@ def bertviz_model_view(
     """bertviz model_view (all layers x heads) of a course_lib model, or of given attention.
 
     Returns an `IPython.display.HTML`. `layers` / `heads` keep only those (smaller output).
-    Needs internet in the browser (see module docstring).
+    Needs internet in the browser; the output says so above the view (see module docstring).
     """
     from bertviz import model_view
 
