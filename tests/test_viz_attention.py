@@ -249,6 +249,15 @@ def test_plot_head_summaries_panels_hold_the_values():
         "share to next token",
         "entropy (bits)",
     ]
+    # three panels per row, so that each stays readable: 2 rows x 3 columns for six keys
+    spans = [
+        (ax.get_subplotspec().rowspan.start, ax.get_subplotspec().colspan.start) for ax in fig.axes
+    ]
+    assert spans == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)]
+    two = plot_head_summaries(rows, keys=["cls", "entropy"])
+    assert len(two.axes) == 2 and [ax.get_subplotspec().colspan.start for ax in two.axes] == [0, 1]
+    four = plot_head_summaries(rows, keys=["cls", "sep", "self", "entropy"])
+    assert len(four.axes) == 4  # the two empty cells of the second row are removed
     cls_panel = fig.axes[0].images[0].get_array()
     assert cls_panel.shape == (2, 3)
     np.testing.assert_allclose(cls_panel, [[1, 2 / 5, 0], [1 / 5, 0.1, 1]], atol=1e-6)

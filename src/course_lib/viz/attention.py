@@ -242,7 +242,8 @@ def format_head_summaries(summaries: Sequence[Mapping[str, float]], digits: int 
 def plot_head_summaries(
     summaries: Sequence[Mapping[str, float]], keys: Sequence[str] = SUMMARY_KEYS
 ) -> CourseFigure:
-    """One layers x heads panel per summary key, values written in the cells when they fit."""
+    """One layers x heads panel per summary key (three per row), values written in the cells
+    when they fit."""
     if not summaries:
         raise ValueError("no summaries to plot; compute them with head_summaries(attentions).")
     unknown = [k for k in keys if k not in SUMMARY_KEYS]
@@ -250,9 +251,16 @@ def plot_head_summaries(
         raise ValueError(f"unknown summary keys {unknown}; choose from {SUMMARY_KEYS}.")
     n_layers = 1 + max(int(row["layer"]) for row in summaries)
     n_heads = 1 + max(int(row["head"]) for row in summaries)
-    fig = CourseFigure(figsize=(3.2 * len(keys), 0.35 * n_layers + 1.6), layout="constrained")
-    axes = fig.subplots(1, len(keys), squeeze=False)[0]
-    for ax, key in zip(axes, keys):
+    # At most three panels per row: six in a row shrink each to an unreadable strip.
+    n_cols = min(3, len(keys))
+    n_rows = -(-len(keys) // n_cols)
+    fig = CourseFigure(
+        figsize=(3.6 * n_cols, n_rows * (0.45 * n_layers + 1.9)), layout="constrained"
+    )
+    grid_axes = fig.subplots(n_rows, n_cols, squeeze=False).ravel()
+    for ax in grid_axes[len(keys) :]:
+        fig.delaxes(ax)
+    for ax, key in zip(grid_axes, keys):
         grid = np.full((n_layers, n_heads), np.nan)
         for row in summaries:
             grid[int(row["layer"]), int(row["head"])] = row[key]
