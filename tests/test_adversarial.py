@@ -194,6 +194,16 @@ def test_output_dir_not_writable(capsys, workspace, monkeypatch):
     assert snapshot(workspace) == before
 
 
+def test_output_dir_that_is_a_checkpoint(capsys, workspace):
+    before = snapshot(workspace)
+    code, _, err = run(capsys, "pretrain", *TINY, "--output-dir", workspace / "run" / "checkpoint")
+    assert code == 2
+    assert one_line(err).endswith(
+        f"is a checkpoint itself; pass the run folder that holds it ({workspace / 'run'})"
+    )
+    assert snapshot(workspace) == before
+
+
 def test_an_existing_run_is_not_replaced_without_resume(capsys, workspace, corpus_dir):
     before = snapshot(workspace)
     code, _, err = run(
@@ -509,6 +519,24 @@ def test_resume_refuses_flags_that_differ_from_the_run(capsys, workspace, flag, 
     )
     assert code == 2
     assert f"was trained with {flag} {saved}; resume with" in one_line(err)
+    assert snapshot(workspace) == before
+
+
+def test_a_moved_corpus_names_the_corpus_flag(capsys, workspace):
+    state_path = workspace / "run" / "checkpoint" / STATE_FILE
+    state = json.loads(state_path.read_text())
+    state["run"]["corpus"] = str(workspace / "moved-away")
+    state_path.write_text(json.dumps(state))
+    before = snapshot(workspace)
+    for argv in (
+        ["evaluate", workspace / "run" / "checkpoint"],
+        ["pretrain", *TINY, "--output-dir", workspace / "run", "--resume", "--steps", "4"],
+    ):
+        code, _, err = run(capsys, *argv)
+        assert code == 2
+        assert "moved-away', does not exist here; pass its new location with --corpus" in (
+            one_line(err)
+        )
     assert snapshot(workspace) == before
 
 

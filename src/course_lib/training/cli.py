@@ -176,7 +176,8 @@ def _corpus_path(spec: str) -> str:
     return spec if spec == "builtin" else os.path.abspath(os.path.expanduser(spec))
 
 
-def _load_corpus(spec: str) -> Any:
+def _load_corpus(spec: str, saved: bool = False) -> Any:
+    """The corpus named by --corpus (or, `saved`, by the checkpoint being resumed/evaluated)."""
     from course_lib.data import load_builtin_corpus, load_text_corpus
     from course_lib.data.corpus import MissingTextField, TooFewDocuments
 
@@ -184,6 +185,11 @@ def _load_corpus(spec: str) -> Any:
         return load_builtin_corpus()
     path = Path(spec).expanduser()
     if not path.exists():
+        if saved:
+            raise UsageError(
+                f"the corpus this checkpoint was trained on, {spec!r}, does not exist here; "
+                "pass its new location with --corpus"
+            )
         raise UsageError(
             f"corpus path {spec!r} does not exist; pass 'builtin' or a .txt/.jsonl file or folder"
         )
@@ -278,6 +284,10 @@ def _check_output_dir(output_dir: Path, resume_dir: Path | None, overwrite: bool
         raise UsageError(
             f"{flag} is not writable ({err.strerror or err}); pass a folder you can write to"
         ) from err
+    if (output_dir / "trainer_state.json").is_file():
+        raise UsageError(
+            f"{flag} is a checkpoint itself; pass the run folder that holds it ({output_dir.parent})"
+        )
     checkpoint = output_dir / CHECKPOINT_NAME
     recover_checkpoint(checkpoint)
     if not checkpoint.exists():
@@ -326,7 +336,7 @@ def _finished(args: argparse.Namespace, state: dict[str, Any]) -> str | None:
     if args.steps is not None:
         max_steps, max_minutes = args.steps, None
     elif args.minutes is not None:
-        max_minutes = args.minutes
+        max_steps, max_minutes = None, args.minutes
     step, elapsed = int(state["step"]), float(state["elapsed_s"])
     if max_steps is not None and step >= max_steps:
         return f"step {step} of {max_steps}; pass a larger --steps, e.g. --steps {2 * step}"
@@ -409,7 +419,7 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
 
         torch.set_num_threads(threads)
         os.environ.setdefault("RAYON_NUM_THREADS", str(threads))  # the tokenizer trainer's pool
-    corpus = _load_corpus(corpus_spec)
+    corpus = _load_corpus(corpus_spec, saved=corpus_spec != args.corpus)
     return _pretrain(
         args, recipe, family, objective, corpus, corpus_spec, output_dir, resume_dir, state
     )
@@ -608,7 +618,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     model, tokenizer, state = _load_model_and_tokenizer(args.checkpoint, None, args.device)
     run = state.get("run") if isinstance(state.get("run"), dict) else {}
     corpus_spec = args.corpus or run.get("corpus", "builtin")
-    corpus = _load_corpus(corpus_spec)
+    corpus = _load_corpus(corpus_spec, saved=args.corpus is None)
     training = state.get("training_config")
     training = training if isinstance(training, dict) else {}
     objective = training.get("objective", "mlm")
