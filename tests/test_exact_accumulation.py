@@ -169,6 +169,19 @@ def test_micro_batches_hold_different_numbers_of_targets():
     assert len({c["mlm"] for c in counts}) > 1 and len({c["tokens"] for c in counts}) > 1
 
 
+def test_a_micro_batch_without_masked_tokens_adds_a_differentiable_zero():
+    model, collator, objective, _ = _setup("bert-mlm+nsp")
+    batch = collator(_examples()[:8])
+    batch["labels"][:] = -100
+    counts = objective.target_counts(batch)
+    assert counts["mlm"] == 0 and counts["sentence"] == 8
+    loss, metrics = objective(model, batch, shares={"mlm": 0.0, "sentence": 0.25, "tokens": 0.1})
+    assert metrics["mlm_loss"].item() == 0.0
+    assert loss.item() == pytest.approx(0.25 * model(**batch).nsp_loss.item(), rel=1e-6)
+    loss.backward()
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+
+
 @pytest.mark.parametrize("case", CASES)
 def test_accumulation_4x8_equals_one_batch_of_32(case):
     big = _one_step(case, accumulation=1)
