@@ -279,3 +279,27 @@ def test_cli_round_trip_and_fill_mask_on_an_imported_transformers_model(tmp_path
     )
     ref = hf.state_dict()
     assert all(torch.equal(v, ref[k]) for k, v in again.state_dict().items())
+
+
+def test_import_refuses_a_folder_whose_weights_lack_part_of_the_model(tmp_path, capsys):
+    """A backbone-only folder labelled as a masked-LM would get a random head: refused."""
+    tokenizer = tokenizer_for("bert")
+    config = transformers.BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=40,
+    )
+    folder = tmp_path / "backbone"
+    transformers.BertModel(config).save_pretrained(folder)
+    tokenizer.to_transformers().save_pretrained(folder)
+    saved = json.loads((folder / "config.json").read_text())
+    saved["architectures"] = ["BertForMaskedLM"]
+    (folder / "config.json").write_text(json.dumps(saved))
+    capsys.readouterr()  # transformers' own progress bars while the folder was made
+    assert main(["import", str(folder), str(tmp_path / "course")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "weights of BertForMaskedLM" in err and "random" in err
+    assert not (tmp_path / "course").exists()

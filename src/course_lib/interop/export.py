@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -74,6 +76,23 @@ def _tmp_sibling(out_dir: Path) -> Path:
         n += 1
         tmp = out_dir.with_name(f".{out_dir.name}.export-tmp-{n}")
     return tmp
+
+
+@contextmanager
+def _quiet_transformers() -> Iterator[None]:
+    """No progress bars or load warnings from transformers: the commands print their own line
+    (what was left out, how closely the models agree)."""
+    from transformers.utils import logging as hf_logging
+
+    verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
 
 
 # --- the model conversion ------------------------------------------------------------------------
@@ -179,14 +198,12 @@ def export_checkpoint(
             f"the transformers model differs from the checkpoint by {diff:.2e} on a test "
             f"sentence; nothing was written (please report this)"
         )
-    hf_tokenizer = tokenizer.to_transformers()
-    hf_tokenizer.model_max_length = model.config.max_position_embeddings - (
-        model.config.pad_token_id + 1 if model.config.model_type == "roberta" else 0
-    )
+    hf_tokenizer = tokenizer.to_transformers(model_max_length=_max_tokens(model.config))
     tmp = _tmp_sibling(out_dir)
     try:
-        hf_model.save_pretrained(tmp)
-        hf_tokenizer.save_pretrained(tmp)
+        with _quiet_transformers():
+            hf_model.save_pretrained(tmp)
+            hf_tokenizer.save_pretrained(tmp)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)  # our own half-written folder
         raise
@@ -197,6 +214,12 @@ def export_checkpoint(
 
 
 # --- import ---------------------------------------------------------------------------------------
+
+
+def _max_tokens(config: Any) -> int:
+    """The longest input the model reads: RoBERTa numbers positions from pad + 1."""
+    shift = config.pad_token_id + 1 if config.model_type == "roberta" else 0
+    return config.max_position_embeddings - shift
 
 
 def _hf_class_name(config: Any) -> str:
@@ -298,9 +321,10 @@ def import_transformers(hf_dir: str | Path, out_dir: str | Path) -> tuple[Path, 
     hf_config = transformers.AutoConfig.from_pretrained(str(hf_dir), local_files_only=True)
     hf_name = _hf_class_name(hf_config)
     try:
-        hf_model, info = getattr(transformers, hf_name).from_pretrained(
-            str(hf_dir), local_files_only=True, output_loading_info=True, dtype=torch.float32
-        )
+        with _quiet_transformers():
+            hf_model, info = getattr(transformers, hf_name).from_pretrained(
+                str(hf_dir), local_files_only=True, output_loading_info=True, dtype=torch.float32
+            )
     except OSError as err:
         raise ValueError(
             f"transformers could not load {hf_dir}: {str(err).splitlines()[0]}"
@@ -324,9 +348,7 @@ def import_transformers(hf_dir: str | Path, out_dir: str | Path) -> tuple[Path, 
             f"the course model differs from {hf_dir} by {diff:.2e}; nothing was written"
         )
     name = type(model).__name__
-    max_length = model.config.max_position_embeddings - (
-        model.config.pad_token_id + 1 if model.config.model_type == "roberta" else 0
-    )
+    max_length = _max_tokens(model.config)
     state = {
         "step": 0,
         "imported_from": str(hf_dir),
