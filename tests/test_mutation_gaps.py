@@ -520,3 +520,17 @@ def test_tokens_without_a_word_are_masked_one_by_one():
     )
     per_row = (labels != IGNORE_INDEX).sum(1)
     assert ((per_row > 0) & (per_row < 12)).float().mean() > 0.9  # not all-or-nothing rows
+
+
+def test_joined_sentences_keep_their_words_apart(bert_tok):
+    """Bug: word ids of joined sentences collide (the last word of one sentence and the first
+    of the next share an id, so whole-word masking treats them as one word)."""
+    from course_lib.data.pairs import _concat
+
+    assert _concat([([5, 6, 7], [0, 1, 1]), ([8], [0]), ([9, 10], [0, 1])])[1] == [0, 1, 1, 2, 3, 4]
+    for ex in make_nsp_examples(DOCS[:6], bert_tok, max_length=64, seed=0):
+        tokens = bert_tok.convert_ids_to_tokens(ex["input_ids"])
+        for j in range(1, len(tokens)):
+            word, before = ex["word_ids"][j], ex["word_ids"][j - 1]
+            if word >= 0 and before >= 0:  # same id exactly when a ## piece continues the word
+                assert (word == before) == tokens[j].startswith("##"), tokens[j - 1 : j + 1]

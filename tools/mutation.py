@@ -68,6 +68,7 @@ T_PAIRS = (
     f"{GAPS}::test_nsp_segments_cover_every_sentence_when_nothing_is_truncated",
     f"{GAPS}::test_truncation_trims_the_front_sometimes_and_the_back_sometimes",
     f"{GAPS}::test_random_b_never_comes_from_a_s_own_document",
+    f"{GAPS}::test_joined_sentences_keep_their_words_apart",
 )
 T_CORPUS = (
     "tests/test_corpus.py",
