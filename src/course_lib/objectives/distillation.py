@@ -100,8 +100,8 @@ class DistillationObjective:
 
     def target_counts(self, batch: dict[str, Tensor]) -> dict[str, float]:
         """L_mlm averages over the masked tokens ("mlm"), L_cos over the real tokens ("tokens"),
-        L_ce over the real tokens, or the masked ones if restricted: the Trainer weights each micro-batch's terms by its share of those
-        counts (exact batches)."""
+        L_ce over the real tokens, or over the masked ones if restricted: the Trainer weights
+        each micro-batch's terms by its share of those counts (exact batches)."""
         return count_targets(batch)
 
     def __call__(
