@@ -81,17 +81,34 @@ def test_the_tool_refuses_what_nbgrader_refuses():
         return nbformat.v4.new_notebook(cells=[cell])
 
     region = "def f():\n    ### BEGIN SOLUTION\n    return 1\n    ### END SOLUTION"
-    with pytest.raises(msn.MasterError, match="not marked nbgrader.solution"):
+    with pytest.raises(msn.MasterError, match="not marked as a solution"):
         msn.student_version(notebook(region, solution=False))
-    with pytest.raises(msn.MasterError, match="nested"):
+    with pytest.raises(msn.MasterError, match="inside another"):
         msn.stub_source("### BEGIN SOLUTION\n### BEGIN SOLUTION\n### END SOLUTION")
     with pytest.raises(msn.MasterError, match="without"):
         msn.stub_source("x = 1\n### BEGIN SOLUTION\nx = 2")
+    with pytest.raises(msn.MasterError, match="without its"):
+        msn.student_version(notebook("x = 1\n### BEGIN SOLUTION\nx = 2", solution=True))
     whole = msn.student_version(notebook("x = 42", solution=True))
     assert whole.cells[0].source == "# YOUR CODE HERE\nraise NotImplementedError()"
     assert msn.student_version(notebook(region, solution=True)).cells[0].source == (
         "def f():\n    # YOUR CODE HERE\n    raise NotImplementedError()"
     )
+
+
+def test_a_bad_master_stops_the_tool_with_one_line(tmp_path, monkeypatch, capsys):
+    """The instructor's mistake (an answer in a cell not marked as a solution) is named in one
+    line with the fix, before any student copy is written."""
+    instructor = tmp_path / "chapters" / "09_x" / "instructor"
+    instructor.mkdir(parents=True)
+    cell = nbformat.v4.new_code_cell("### BEGIN SOLUTION\nx = 1\n### END SOLUTION")
+    nbformat.write(nbformat.v4.new_notebook(cells=[cell]), instructor / "01_exercises.ipynb")
+    monkeypatch.setattr(msn, "ROOT", tmp_path)
+    assert msn.main([]) == 1
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and "chapters/09_x/instructor/01_exercises.ipynb" in out
+    assert "nbgrader.solution to true" in out and cell.id in out
+    assert not (tmp_path / "chapters" / "09_x" / "01_exercises.ipynb").exists()
 
 
 def test_nbgrader_course_layout_never_overwrites(tmp_path, capsys):

@@ -66,7 +66,8 @@ def test_check_reports_a_stale_copy(tmp_path, monkeypatch, capsys):
     nb = nbformat.v4.new_notebook(
         cells=[
             nbformat.v4.new_code_cell(
-                "def f():\n    ### BEGIN SOLUTION\n    return 1\n    ### END SOLUTION\n"
+                "def f():\n    ### BEGIN SOLUTION\n    return 1\n    ### END SOLUTION\n",
+                metadata={"nbgrader": {"solution": True, "grade": False, "locked": False}},
             )
         ]
     )

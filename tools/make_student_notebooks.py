@@ -73,7 +73,7 @@ def stub_source(source: str) -> str:
     for line in source.split("\n"):
         if BEGIN in line:
             if inside:
-                raise MasterError(f"nested {BEGIN} in:\n{source}")
+                raise MasterError(f"a {BEGIN} inside another solution region")
             inside = True
             indent = re.match(r"\s*", line).group(0)
             lines += [indent + stub for stub in STUB_LINES]
@@ -82,7 +82,7 @@ def stub_source(source: str) -> str:
         elif not inside:
             lines.append(line)
     if inside:
-        raise MasterError(f"{BEGIN} without {END} in:\n{source}")
+        raise MasterError(f"a {BEGIN} without its {END}")
     return "\n".join(lines)
 
 
@@ -112,12 +112,16 @@ def student_version(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     for cell in nb.cells:
         meta = nbgrader_meta(cell)
         if cell.cell_type == "code":
-            stubbed = stub_source(cell.source)
+            try:
+                stubbed = stub_source(cell.source)
+            except MasterError as err:
+                raise MasterError(f"cell {cell.get('id', '?')}: {err}") from None
             if meta.get("solution") and stubbed == cell.source:
                 stubbed = "\n".join(STUB_LINES)  # nbgrader replaces a whole unmarked solution cell
             elif stubbed != cell.source and not meta.get("solution"):
                 raise MasterError(
-                    f"a solution region in a cell not marked nbgrader.solution:\n{cell.source}"
+                    f"cell {cell.get('id', '?')}: a solution region in a cell not marked as a "
+                    "solution; set its metadata nbgrader.solution to true (nbgrader requires it)"
                 )
             cell.source = stubbed
             cell.outputs = []
@@ -205,18 +209,24 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.nbgrader_course is not None:
         return nbgrader_course(args.nbgrader_course)
-    stale = []
+    outputs = {}
     for master in master_notebooks():
-        for target, text in outputs_for(master).items():
-            current = target.read_text(encoding="utf-8") if target.exists() else None
-            if current == text:
-                continue
-            if args.check:
-                stale.append(target.relative_to(ROOT))
-            else:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_text(text, encoding="utf-8")
-                print(f"wrote {target.relative_to(ROOT)}")
+        try:
+            outputs.update(outputs_for(master))
+        except MasterError as err:
+            print(f"{master.relative_to(ROOT)}: {err} (nothing was written)")
+            return 1
+    stale = []
+    for target, text in outputs.items():
+        current = target.read_text(encoding="utf-8") if target.exists() else None
+        if current == text:
+            continue
+        if args.check:
+            stale.append(target.relative_to(ROOT))
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+            print(f"wrote {target.relative_to(ROOT)}")
     if stale:
         print("out of date (run python tools/make_student_notebooks.py):", *stale, sep="\n  ")
         return 1
