@@ -764,6 +764,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--out", default=str(REPO / "docs" / "mutation-results.json"))
     parser.add_argument("--markdown", help="also write the result tables to this file")
+    parser.add_argument(
+        "--merge", help="a previous results JSON: its mutants that this run skips are kept"
+    )
     parser.add_argument("--keep", action="store_true", help="keep the temporary copy")
     args = parser.parse_args(argv)
 
@@ -805,30 +808,44 @@ def main(argv: list[str] | None = None) -> int:
                 if run["rc"] != 0:
                     print(run["output"][-3000:])
                     raise SystemExit("a test selection fails without any mutant; fix that first.")
-        results = []
+        commit = subprocess.run(
+            ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        ).stdout.strip()
+        merged = {}  # earlier results (--merge) for mutants this run does not repeat
+        if args.merge:
+            merged = {r["id"]: r for r in json.loads(Path(args.merge).read_text())["mutants"]}
+        order = [mu.id for mu in MUTANTS]
+        results: list[dict] = []
+
+        def write() -> tuple[list[dict], dict]:
+            """Write the record so far (a run stopped half-way keeps what it measured)."""
+            done = {r["id"]: r for r in results}
+            rows = [done.get(i) or merged[i] for i in order if i in done or i in merged]
+            totals = summary(rows)
+            record = {
+                "commit": commit + (" + working tree" if args.worktree else ""),
+                "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                "wall_seconds": round(time.monotonic() - started),
+                "baseline_seconds": baseline,
+                "merged_from": args.merge,
+                "summary": totals,
+                "mutants": rows,
+            }
+            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.out).write_text(json.dumps(record, indent=1) + "\n")
+            return rows, totals
+
         for i, mu in enumerate(mutants, 1):
             r = run_mutant(mu, root, args.timeout, tests, lock)
             results.append(r)
+            write()
             tag = "EQUIVALENT " + r["outcome"] if mu.equivalent else r["outcome"].upper()
             print(
                 f"[{i}/{len(mutants)}] {tag:9} {r['seconds']:6.1f}s {mu.id}: {r['detail']}",
                 flush=True,
             )
-        totals = summary(results)
-        commit = subprocess.run(
-            ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-        ).stdout.strip()
-        record = {
-            "commit": commit + (" + working tree" if args.worktree else ""),
-            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "wall_seconds": round(time.monotonic() - started),
-            "baseline_seconds": baseline,
-            "summary": totals,
-            "mutants": results,
-        }
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(record, indent=1) + "\n")
-        table = markdown(results, totals)
+        rows, totals = write()
+        table = markdown(rows, totals)
         if args.markdown:
             Path(args.markdown).write_text(table + "\n")
         print("\n" + table)
