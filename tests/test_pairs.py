@@ -9,11 +9,13 @@ import pytest
 
 from course_lib.data import Corpus, Document
 from course_lib.data.pairs import (
+    _concat,
     build_pretraining_dataset,
     make_format_examples,
     make_mlm_examples,
     make_nsp_examples,
     make_sop_examples,
+    tokenize_documents,
 )
 from course_lib.tokenization import train_tokenizer
 
@@ -62,8 +64,9 @@ def check_layout(tok, example, max_length):
     ids, types, words = example["input_ids"], example["token_type_ids"], example["word_ids"]
     assert len(ids) == len(types) == len(words) <= max_length
     assert ids[0] == tok.cls_token_id and ids[-1] == tok.sep_token_id
-    assert [w for i, w in zip(ids, words) if i in (tok.cls_token_id, tok.sep_token_id)] \
-        == [-1] * sum(i in (tok.cls_token_id, tok.sep_token_id) for i in ids)
+    assert [w for i, w in zip(ids, words) if i in (tok.cls_token_id, tok.sep_token_id)] == [
+        -1
+    ] * sum(i in (tok.cls_token_id, tok.sep_token_id) for i in ids)
 
 
 def test_nsp_labels_mean_what_they_say(bert):
@@ -217,7 +220,8 @@ def test_long_sentences_are_split_not_dropped(bert):
     examples = make_format_examples(long_doc, bert, 32, format="doc-sentences")
     assert examples.counts["split_sentences"] == 1
     assert sum(len(_inner(bert, ex)) for ex in examples) == sum(
-        len(bert.tokenize(s)) for s in long_doc[0].sentences)
+        len(bert.tokenize(s)) for s in long_doc[0].sentences
+    )
 
 
 def test_mlm_blocks_are_full_length(bert):
@@ -249,5 +253,81 @@ def test_plain_sentence_lists_are_accepted(bert):
     lists = [d.sentences for d in DOCS[:5]]
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # nothing skipped, so no warning
-        assert make_sop_examples(lists, bert, 64, seed=1) == make_sop_examples(DOCS[:5], bert, 64,
-                                                                                seed=1)
+        assert make_sop_examples(lists, bert, 64, seed=1) == make_sop_examples(
+            DOCS[:5], bert, 64, seed=1
+        )
+
+
+# ----- sentences are encoded as in running text (byte-level BPE keeps the space) --------------
+
+STARTS = ["It", "The", "This", "Then", "Python"]
+
+
+def make_prose(n_docs=30, seed=1):
+    """Documents of capitalised sentences, like real prose: "It alpha beta. The gamma."."""
+    rng = random.Random(seed)
+    return [
+        Document(
+            title=f"prose{d}",
+            sentences=[
+                rng.choice(STARTS) + " " + " ".join(rng.choice(WORDS) for _ in range(4)) + "."
+                for _ in range(rng.randint(2, 6))
+            ],
+        )
+        for d in range(n_docs)
+    ]
+
+
+PROSE = make_prose()
+
+
+@pytest.fixture(scope="module")
+def cased_bpe():
+    return train_tokenizer("roberta", [d.text for d in PROSE], vocab_size=320)
+
+
+def test_sentences_get_the_pieces_of_running_text(cased_bpe):
+    tokenized, _ = tokenize_documents(PROSE, cased_bpe)
+    for doc, sentences in zip(PROSE, tokenized):
+        running = cased_bpe.encode(doc.text, add_special_tokens=False)
+        joined = _concat(sentences)
+        assert joined[0] == running["input_ids"]  # the same ids as the document's own text
+        assert joined[1] == running["word_ids"]  # and the same words (whole-word masking)
+
+
+def test_a_sentence_first_word_is_the_same_token_as_mid_text(cased_bpe):
+    tokenized, _ = tokenize_documents(PROSE, cased_bpe)
+    tokens = cased_bpe.convert_ids_to_tokens
+    checked = 0
+    for doc, sentences in zip(PROSE, tokenized):
+        for i, (text, (ids, _)) in enumerate(zip(doc.sentences, sentences)):
+            first = text.split(" ")[0]
+            mid_text = cased_bpe.tokenize("x " + first)[1:]  # the word after a space
+            if i == 0:  # a document's first word has no space before it, as in its text
+                assert tokens(ids[: len(cased_bpe.tokenize(first))]) == cased_bpe.tokenize(first)
+            else:
+                assert tokens(ids[: len(mid_text)]) == mid_text
+                assert mid_text[0].startswith("Ġ")
+                checked += 1
+    assert checked > 50
+    # The bug this guards against: "It" glued to the previous sentence's full stop.
+    assert cased_bpe.tokenize(". It")[1:] == ["ĠIt"] and cased_bpe.tokenize(".It")[1:] != ["ĠIt"]
+
+
+def test_packed_roberta_examples_decode_to_the_original_spacing(cased_bpe):
+    for fmt in ("doc-sentences", "full-sentences"):
+        examples = make_format_examples(PROSE, cased_bpe, 24, format=fmt)
+        assert len(examples) > len(PROSE) // 2  # documents really were split into blocks
+        decoded = "".join(
+            cased_bpe.decode([i for i in ex["input_ids"][1:-1] if i != cased_bpe.sep_token_id])
+            for ex in examples
+        )
+        assert decoded == "".join(d.text for d in PROSE)  # "warm. It" never "warm.It"
+
+
+@pytest.mark.parametrize("family", ["bert", "albert"])
+def test_the_leading_space_changes_nothing_for_wordpiece_and_unigram(family):
+    tok = train_tokenizer(family, [d.text for d in PROSE], vocab_size=120)
+    tokenized, _ = tokenize_documents(PROSE, tok)
+    alone = [[tok.encode_pieces([s])[0] for s in d.sentences] for d in PROSE]
+    assert tokenized == alone

@@ -21,8 +21,9 @@ def toks():
 
 
 def test_aliases_map_model_names_to_families():
-    assert [canonical_family(m) for m in ("bert", "distilbert", "roberta", "albert", "deberta")] \
-        == ["wordpiece", "wordpiece", "bpe", "unigram", "unigram"]
+    assert [
+        canonical_family(m) for m in ("bert", "distilbert", "roberta", "albert", "deberta")
+    ] == ["wordpiece", "wordpiece", "bpe", "unigram", "unigram"]
     with pytest.raises(ValueError, match="Unknown tokenizer family 'gpt'.*wordpiece"):
         canonical_family("gpt")
 
@@ -49,16 +50,36 @@ def test_training_is_deterministic(toks, family):
 
 def test_special_tokens_per_family(toks):
     bert, roberta, albert = toks["wordpiece"], toks["bpe"], toks["unigram"]
-    assert [bert.pad_token_id, bert.unk_token_id, bert.cls_token_id, bert.sep_token_id,
-            bert.mask_token_id] == [0, 1, 2, 3, 4]
-    assert bert.convert_ids_to_tokens([0, 1, 2, 3, 4]) == ["[PAD]", "[UNK]", "[CLS]", "[SEP]",
-                                                           "[MASK]"]
+    assert [
+        bert.pad_token_id,
+        bert.unk_token_id,
+        bert.cls_token_id,
+        bert.sep_token_id,
+        bert.mask_token_id,
+    ] == [0, 1, 2, 3, 4]
+    assert bert.convert_ids_to_tokens([0, 1, 2, 3, 4]) == [
+        "[PAD]",
+        "[UNK]",
+        "[CLS]",
+        "[SEP]",
+        "[MASK]",
+    ]
     # RoBERTa's order: <s>=0 <pad>=1 </s>=2 <unk>=3
-    assert roberta.convert_ids_to_tokens([0, 1, 2, 3, 4]) == ["<s>", "<pad>", "</s>", "<unk>",
-                                                              "<mask>"]
+    assert roberta.convert_ids_to_tokens([0, 1, 2, 3, 4]) == [
+        "<s>",
+        "<pad>",
+        "</s>",
+        "<unk>",
+        "<mask>",
+    ]
     assert (roberta.cls_token_id, roberta.pad_token_id, roberta.sep_token_id) == (0, 1, 2)
-    assert albert.convert_ids_to_tokens([0, 1, 2, 3, 4]) == ["<pad>", "<unk>", "[CLS]", "[SEP]",
-                                                             "[MASK]"]
+    assert albert.convert_ids_to_tokens([0, 1, 2, 3, 4]) == [
+        "<pad>",
+        "<unk>",
+        "[CLS]",
+        "[SEP]",
+        "[MASK]",
+    ]
     for tok in toks.values():
         assert tok.special_ids == [0, 1, 2, 3, 4]
         assert tok.convert_tokens_to_ids(tok.mask_token) == tok.mask_token_id
@@ -79,11 +100,16 @@ def test_wordpiece_uses_continuation_prefix_and_word_ids(toks):
 
 def test_bert_pair_layout(toks):
     tok = toks["wordpiece"]
-    a, b = tok.encode("first part", add_special_tokens=False), tok.encode("second", add_special_tokens=False)
+    a, b = (
+        tok.encode("first part", add_special_tokens=False),
+        tok.encode("second", add_special_tokens=False),
+    )
     enc = tok.encode("first part", "second")
     cls, sep = tok.cls_token_id, tok.sep_token_id
     assert enc["input_ids"] == [cls, *a["input_ids"], sep, *b["input_ids"], sep]
-    assert enc["token_type_ids"] == [0] * (len(a["input_ids"]) + 2) + [1] * (len(b["input_ids"]) + 1)
+    assert enc["token_type_ids"] == [0] * (len(a["input_ids"]) + 2) + [1] * (
+        len(b["input_ids"]) + 1
+    )
     assert enc["attention_mask"] == [1] * len(enc["input_ids"])
 
 
@@ -155,8 +181,7 @@ def test_batch_encode_pads(toks):
     assert (batch["input_ids"][0, n_short:] == tok.pad_token_id).all()
     assert (batch["word_ids"][0, n_short:] == -1).all()
     assert batch["attention_mask"][1].all()
-    lists = tok.batch_encode(["short", "a longer one, really"], return_tensors=None,
-                             padding=False)
+    lists = tok.batch_encode(["short", "a longer one, really"], return_tensors=None, padding=False)
     assert isinstance(lists["input_ids"][0], list)
     assert len(lists["input_ids"][0]) != len(lists["input_ids"][1])
     with pytest.raises(TypeError, match="list of texts"):
@@ -168,16 +193,23 @@ def test_save_and_load_round_trip(toks, family, tmp_path):
     tok = toks[family]
     path = tok.save(tmp_path / family)
     assert path.name == "tokenizer.json"
-    for loaded in (CourseTokenizer.load(tmp_path / family), CourseTokenizer.load(path),
-                   CourseTokenizer.from_file(tok.save(tmp_path / "x.json"))):
+    for loaded in (
+        CourseTokenizer.load(tmp_path / family),
+        CourseTokenizer.load(path),
+        CourseTokenizer.from_file(tok.save(tmp_path / "x.json")),
+    ):
         assert loaded.family == family
         assert loaded.get_vocab() == tok.get_vocab()
         assert loaded.encode("Some text.", "More.") == tok.encode("Some text.", "More.")
 
 
 def test_from_file_reads_a_hand_written_bert_style_tokenizer_json(tmp_path):
-    vocab = {t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello",
-                                         "world", "##s"])}
+    vocab = {
+        t: i
+        for i, t in enumerate(
+            ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world", "##s"]
+        )
+    }
     backend = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
     backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     backend.save(str(tmp_path / "tokenizer.json"))
@@ -187,8 +219,15 @@ def test_from_file_reads_a_hand_written_bert_style_tokenizer_json(tmp_path):
 
 
 def test_from_file_accepts_deberta_spellings_and_names_missing_tokens(tmp_path):
-    pieces = [("[PAD]", 0.0), ("[CLS]", 0.0), ("[SEP]", 0.0), ("[UNK]", 0.0), ("[MASK]", 0.0),
-              ("▁a", -1.0), ("a", -2.0)]
+    pieces = [
+        ("[PAD]", 0.0),
+        ("[CLS]", 0.0),
+        ("[SEP]", 0.0),
+        ("[UNK]", 0.0),
+        ("[MASK]", 0.0),
+        ("▁a", -1.0),
+        ("a", -2.0),
+    ]
     backend = Tokenizer(models.Unigram(pieces, unk_id=3, byte_fallback=False))
     backend.save(str(tmp_path / "deberta.json"))
     tok = CourseTokenizer.from_file(tmp_path / "deberta.json")
@@ -230,3 +269,79 @@ def test_decode_accepts_tensors_and_keeps_specials_on_request(toks):
     ids = torch.tensor(tok.encode("hello")["input_ids"])
     assert tok.decode(ids, skip_special_tokens=False).startswith("[CLS]")
     assert "[CLS]" not in tok.decode(ids)
+
+
+def test_byte_level_bpe_is_cased_by_default_like_roberta():
+    # RoBERTa's (GPT-2's) byte-level BPE keeps case; BERT-uncased and ALBERT lowercase.
+    texts = ["The cat. The dog. the end."] * 20
+    assert (
+        train_tokenizer("roberta", texts, vocab_size=300).decode(
+            train_tokenizer("roberta", texts, vocab_size=300).encode("The cat")["input_ids"]
+        )
+        == "The cat"
+    )
+    assert train_tokenizer("bert", texts, vocab_size=60).tokenize("The")[0] == "the"
+    assert "".join(train_tokenizer("albert", texts, vocab_size=60).tokenize("The")) == "▁the"
+    with pytest.raises(TypeError, match="lowercase='yes' must be True, False or None"):
+        train_tokenizer("bert", texts, vocab_size=60, lowercase="yes")
+
+
+@pytest.mark.parametrize(
+    "bad, error, message",
+    [
+        (None, TypeError, r"the text must be a string, not NoneType"),
+        (b"bytes", TypeError, r"the text is bytes, not a string; decode it first"),
+        (7, TypeError, r"must be a string, not int"),
+        ("ok \udc80 here", ValueError, r"lone surrogate '\\udc80' at character 3.*utf-8"),
+    ],
+)
+def test_bad_text_gets_one_clear_line(toks, bad, error, message):
+    for tok in toks.values():
+        for method in (tok.encode, tok.tokenize):
+            with pytest.raises(error, match=message) as info:
+                method(bad)
+            assert "\n" not in str(info.value) and "TextEncodeInput" not in str(info.value)
+    with pytest.raises(error, match=message.replace("the text", "text 1")):
+        toks["bpe"].batch_encode(["fine", bad])
+    if bad is not None:  # text_pair=None means "no pair"
+        with pytest.raises(error, match=message.replace("the text", "text/text_pair 1")):
+            toks["bpe"].encode("fine", bad)
+
+
+@pytest.mark.parametrize(
+    "ids, error, message",
+    [
+        ([5, -1], ValueError, r"decode got id -1 at position 1, outside .* 0\.\.599"),
+        ([600], ValueError, r"decode got id 600 at position 0, outside .*another tokenizer"),
+        ([1.5], TypeError, r"decode got 1\.5 \(float\) at position 0; token ids are integers"),
+        (["the"], TypeError, r"decode got 'the' \(str\)"),
+        ("the", TypeError, r"decode takes a list of token ids, not str"),
+        (torch.zeros(2, 3, dtype=torch.long), ValueError, r"one sequence of ids.*\(2, 3\)"),
+    ],
+)
+def test_bad_ids_get_one_clear_line(toks, ids, error, message):
+    with pytest.raises(error, match=message):
+        toks["bpe"].decode(ids)
+
+
+def test_decode_accepts_numpy_and_tensor_ints(toks):
+    import numpy as np
+
+    tok = toks["wordpiece"]
+    ids = tok.encode("the statement")["input_ids"]
+    assert tok.decode(np.array(ids)) == tok.decode(torch.tensor(ids)) == tok.decode(ids)
+    assert tok.decode(ids[1]) == tok.decode([ids[1]])
+    with pytest.raises(ValueError, match="convert_ids_to_tokens got id -1"):
+        tok.convert_ids_to_tokens(-1)
+
+
+@pytest.mark.parametrize("content", [b"not json", b'{"version": "1.0"}', b"\xff\xfe\x00", b""])
+def test_a_damaged_tokenizer_json_names_the_file(tmp_path, content):
+    path = tmp_path / "tokenizer.json"
+    path.write_bytes(content)
+    with pytest.raises(
+        ValueError, match=r"tokenizer\.json is not a valid tokenizer\.json \("
+    ) as info:
+        CourseTokenizer.load(tmp_path)
+    assert str(path) in str(info.value) and "\n" not in str(info.value)
+    assert path.read_bytes() == content  # the damaged file is left as it was

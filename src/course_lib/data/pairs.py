@@ -33,8 +33,12 @@ OBJECTIVES = ("mlm", "mlm+nsp", "mlm+sop")
 class Examples(list):
     """A list of example dicts that also says what was skipped and why (`counts`)."""
 
-    def __init__(self, items: Iterable[dict[str, Any]] = (), skipped: int = 0,
-                 counts: dict[str, int] | None = None) -> None:
+    def __init__(
+        self,
+        items: Iterable[dict[str, Any]] = (),
+        skipped: int = 0,
+        counts: dict[str, int] | None = None,
+    ) -> None:
         super().__init__(items)
         self.skipped = skipped
         self.counts = dict(counts or {})
@@ -59,11 +63,17 @@ def tokenize_documents(
 ) -> tuple[list[list[Segment]], int]:
     """Tokenize every sentence in one batched call; returns (documents, empty sentences).
 
+    Each sentence is encoded as it stands in its document's running text (`Document.text`
+    joins sentences with one space): every sentence but a document's first gets its leading
+    space. Byte-level BPE needs it, because the space belongs to the next word's token: "It"
+    after a sentence is `ĠIt`, not `I t` glued to the full stop. WordPiece and Unigram split on
+    whitespace first, so for them the space changes nothing.
+
     Sentences that tokenize to nothing (e.g. only control characters) are left out and
     counted.
     """
     docs = _sentences_of(documents)
-    flat = [s for d in docs for s in d]
+    flat = [" " + s if i and isinstance(s, str) else s for d in docs for i, s in enumerate(d)]
     pieces = iter(tokenizer.encode_pieces(flat))
     out, empty = [], 0
     for doc in docs:
@@ -100,11 +110,10 @@ def _truncate_pair(a: Segment, b: Segment, budget: int, rng: random.Random) -> i
     return removed
 
 
-def _example(tokenizer: CourseTokenizer, a: Segment, b: Segment | None = None,
-             **labels: int) -> dict[str, Any]:
-    input_ids, types = tokenizer.build_inputs_with_special_tokens(
-        a[0], None if b is None else b[0]
-    )
+def _example(
+    tokenizer: CourseTokenizer, a: Segment, b: Segment | None = None, **labels: int
+) -> dict[str, Any]:
+    input_ids, types = tokenizer.build_inputs_with_special_tokens(a[0], None if b is None else b[0])
     word_ids = tokenizer.build_word_ids(a[1], None if b is None else b[1])
     return {"input_ids": input_ids, "token_type_ids": types, "word_ids": word_ids, **labels}
 
@@ -154,6 +163,7 @@ def _walk_chunks(
     how many of the chunk's last sentences to read again (NSP does, when B came from
     another document and the real continuation went unused).
     """
+
     def target() -> int:
         return rng.randint(2, max_tokens) if rng.random() < short_seq_prob else max_tokens
 
@@ -206,7 +216,7 @@ def make_nsp_examples(
                 counts["forced_random_next"] += len(chunk) == 1
                 other = docs[(d + 1 + rng.randrange(len(docs) - 1)) % len(docs)]
                 parts: list[Segment] = []
-                for seg in other[rng.randrange(len(other)):]:
+                for seg in other[rng.randrange(len(other)) :]:
                     parts.append(seg)
                     if sum(len(p[0]) for p in parts) >= goal - len(a[0]):
                         break
@@ -257,8 +267,14 @@ def make_sop_examples(
 # ----- RoBERTa's input formats and plain MLM blocks -------------------------------------------
 
 
-def _sentence_pairs(docs: list[list[Segment]], tokenizer: CourseTokenizer, budget: int,
-                    seed: int, skipped: int, empty: int) -> Examples:
+def _sentence_pairs(
+    docs: list[list[Segment]],
+    tokenizer: CourseTokenizer,
+    budget: int,
+    seed: int,
+    skipped: int,
+    empty: int,
+) -> Examples:
     """Pairs of single sentences: the next one (0) or one from another document (1)."""
     if len(docs) < 2:
         raise ValueError(
@@ -285,8 +301,13 @@ def _sentence_pairs(docs: list[list[Segment]], tokenizer: CourseTokenizer, budge
     return Examples(examples, skipped=skipped, counts=counts)
 
 
-def _packed(docs: list[list[Segment]], tokenizer: CourseTokenizer, budget: int,
-            cross_documents: bool, empty: int) -> Examples:
+def _packed(
+    docs: list[list[Segment]],
+    tokenizer: CourseTokenizer,
+    budget: int,
+    cross_documents: bool,
+    empty: int,
+) -> Examples:
     """Pack whole sentences into blocks of <= budget tokens (FULL-/DOC-SENTENCES).
 
     Crossing a document boundary inserts one separator token. A sentence longer than a
@@ -315,7 +336,7 @@ def _packed(docs: list[list[Segment]], tokenizer: CourseTokenizer, budget: int,
             if len(ids) > budget:
                 counts["split_sentences"] += 1
             for start in range(0, len(ids), budget):
-                piece = (ids[start:start + budget], words[start:start + budget])
+                piece = (ids[start : start + budget], words[start : start + budget])
                 if used + len(piece[0]) > budget:
                     flush()
                 block.append(piece)
@@ -367,10 +388,11 @@ def make_mlm_examples(
     del seed
     budget = _budget(tokenizer, max_length, pair=False)
     tokenized, empty = tokenize_documents(documents, tokenizer)
-    stream = _concat([seg for doc in tokenized for seg in
-                      [*doc, ([tokenizer.sep_token_id], [NO_WORD])]][:-1])
+    stream = _concat(
+        [seg for doc in tokenized for seg in [*doc, ([tokenizer.sep_token_id], [NO_WORD])]][:-1]
+    )
     examples = [
-        _example(tokenizer, (stream[0][i:i + budget], stream[1][i:i + budget]))
+        _example(tokenizer, (stream[0][i : i + budget], stream[1][i : i + budget]))
         for i in range(0, len(stream[0]), budget)
     ]
     return Examples(examples, counts={"empty_sentences": empty})

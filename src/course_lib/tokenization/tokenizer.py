@@ -385,18 +385,18 @@ class CourseTokenizer:
         return out
 
     def decode(self, ids: Sequence[int] | torch.Tensor, skip_special_tokens: bool = True) -> str:
-        """Text of a list of ids (a 1-D tensor works too); special tokens dropped by default."""
-        if isinstance(ids, torch.Tensor):
-            if ids.dim() > 1:
+        """Text of a list of ids (a 1-D tensor or array works too); specials dropped by default."""
+        if hasattr(ids, "tolist") and hasattr(ids, "shape"):  # a torch tensor or numpy array
+            if len(ids.shape) > 1:
                 raise ValueError(
-                    f"decode takes one sequence of ids, got a tensor of shape "
-                    f"{tuple(ids.shape)}; decode each row: [decode(r) for r in ids]."
+                    f"decode takes one sequence of ids, got shape {tuple(ids.shape)}; "
+                    "decode each row: [tokenizer.decode(row) for row in ids]."
                 )
             ids = ids.tolist()
+        if isinstance(ids, numbers.Integral):
+            ids = [ids]
         if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):
-            ids = [ids] if isinstance(ids, numbers.Integral) else ids
-            if not isinstance(ids, Sequence) or isinstance(ids, (str, bytes)):
-                raise TypeError(f"decode takes a list of token ids, not {type(ids).__name__}.")
+            raise TypeError(f"decode takes a list of token ids, not {type(ids).__name__}.")
         checked = self._check_ids(ids, "decode")
         return self.backend.decode(checked, skip_special_tokens=skip_special_tokens)
 
