@@ -268,7 +268,11 @@ def plot_masking(
         raise ValueError(f"{len(tokens)} tokens for {len(categories)} ids; pass one per id.")
     masked = _as_ids(masked_ids, "masked_ids")
     if masked_tokens is None and tokenizer is not None:
-        masked_tokens = tokenizer.convert_ids_to_tokens(masked.tolist())
+        # An id past the tokenizer's vocabulary (a model with a larger one) is drawn as "id N".
+        size = getattr(tokenizer, "vocab_size", None)
+        known = [i if size is None or 0 <= i < size else None for i in masked.tolist()]
+        names = tokenizer.convert_ids_to_tokens([i for i in known if i is not None])
+        masked_tokens = [None if i is None else names.pop(0) for i in known]
     if masked_tokens is not None and len(masked_tokens) != len(categories):
         raise ValueError(f"{len(masked_tokens)} masked_tokens for {len(categories)} ids.")
     if per_row < 1:
