@@ -16,7 +16,7 @@ import pytest
 import torch
 import transformers
 from torch import nn
-from training_helpers import ToyCollator, tiny_mlm, toy_examples
+from training_helpers import ToyCollator, tiny_config, tiny_mlm, toy_examples
 
 import course_lib.interop  # noqa: F401  (registers every family's conversions)
 from course_lib.data import Document
@@ -534,3 +534,47 @@ def test_joined_sentences_keep_their_words_apart(bert_tok):
             word, before = ex["word_ids"][j], ex["word_ids"][j - 1]
             if word >= 0 and before >= 0:  # same id exactly when a ## piece continues the word
                 assert (word == before) == tokens[j].startswith("##"), tokens[j - 1 : j + 1]
+
+
+def test_pad_to_multiple_of_pads_to_the_smallest_multiple(bert_tok):
+    """Bug: pad_to_multiple_of adds a whole block even when the width already is a multiple."""
+    from course_lib.data.collator import PretrainingCollator
+
+    rows = [{"input_ids": [2] + [10] * n + [3]} for n in (5, 14)]  # widths 7 and 16
+    for multiple, width in ((8, 16), (16, 16), (5, 20), (1, 16)):
+        batch = PretrainingCollator(bert_tok, masking=None, pad_to_multiple_of=multiple)(rows)
+        assert batch["input_ids"].shape[1] == width, multiple
+
+
+def test_the_validation_split_depends_on_the_seed():
+    """Bug: the document ranking ignores the seed, so every seed gives the same split."""
+    from course_lib.data.corpus import split_documents
+
+    docs = make_docs(60)
+    splits = [{d.title for d in split_documents(docs, 0.2, seed)[1]} for seed in range(4)]
+    assert all(len(s) == 12 for s in splits)
+    assert splits[0] == {d.title for d in split_documents(docs, 0.2, 0)[1]}  # repeatable
+    assert len({frozenset(s) for s in splits}) == 4  # and different for every seed
+
+
+def test_pre_ln_layer_and_stack_follow_the_formula():
+    """Bugs: a pre-LN sublayer reads the un-normalised stream, or the pre-LN stack forgets its
+    final LayerNorm. x' = x + Attn(LN1(x)); out = x' + FFN(LN2(x')); stack: LN_f(last layer)."""
+    from course_lib.modules.encoder import Encoder
+
+    config = tiny_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    assert config.pre_layer_norm
+    torch.manual_seed(0)
+    encoder = Encoder(config).eval()
+    with torch.no_grad():
+        for p in encoder.parameters():  # away from the init (LN gains 1, biases 0)
+            p.add_(0.3 * torch.randn_like(p))
+    x = 3 * torch.randn(2, 6, 32)
+    layer = encoder.layers[0]
+    with torch.no_grad():
+        h = x + layer.attention(layer.attention_norm(x))[0]
+        expected = h + layer.feed_forward(layer.output_norm(h))
+        assert torch.allclose(layer(x)[0], expected, atol=1e-5)
+        out, hidden_states, _ = encoder(x, output_hidden_states=True)
+        assert torch.allclose(out, encoder.final_norm(hidden_states[-1]), atol=1e-6)
+        assert not torch.allclose(out, hidden_states[-1], atol=1e-2)
