@@ -235,7 +235,7 @@ MUTANTS: list[Mutant] = [
       'return hashlib.sha256(f"{seed}\\x00{doc.title}\\x00{first}".encode()).hexdigest()',
       'return hashlib.sha256(f"{doc.title}\\x00{first}".encode()).hexdigest()',
       "the train/validation split ignores the seed",
-      (*T_CORPUS[:-1], f"{GAPS}::test_the_validation_split_depends_on_the_seed",
+      (T_CORPUS[0], f"{GAPS}::test_the_validation_split_depends_on_the_seed", "-k",
        T_CORPUS[-1] + " or validation_split")),
     # --- modules ----------------------------------------------------------------------------
     m("attn-no-sqrt", "modules/attention.py",
