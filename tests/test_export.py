@@ -303,3 +303,27 @@ def test_import_refuses_a_folder_whose_weights_lack_part_of_the_model(tmp_path, 
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "weights of BertForMaskedLM" in err and "random" in err
     assert not (tmp_path / "course").exists()
+
+
+def test_a_roberta_prelayernorm_folder_without_course_metadata_imports_as_pre_ln_roberta(tmp_path):
+    """A RobertaPreLayerNorm model from elsewhere (no "course_lib" entry in config.json)."""
+    tokenizer = tokenizer_for("roberta")
+    config = transformers.RobertaPreLayerNormConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=42,
+        type_vocab_size=1,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(0)
+    hf = randomise(transformers.RobertaPreLayerNormForMaskedLM(config), seed=3)
+    folder = tmp_path / "efficient-mlm"
+    hf.save_pretrained(folder)
+    tokenizer.to_transformers().save_pretrained(folder)
+    assert "course_lib" not in json.loads((folder / "config.json").read_text())
+    out, model, _ = import_transformers(folder, tmp_path / "course")
+    assert type(model).__name__ == "RobertaForMaskedLM" and model.config.pre_layer_norm
+    compare_with_pipeline(folder, load_pretrained(out), tokenizer)

@@ -176,6 +176,13 @@ def from_roberta_prelayernorm(hf_model: nn.Module, model_class: type, config: An
     """The course_lib `model_class(config)` equal to a RobertaPreLayerNorm model; refuses (one
     line) when the rows our table drops (below the offset, a missing segment) are not zero."""
     hf_name = type(hf_model).__name__
+    if getattr(hf_model.config, "is_decoder", False) or getattr(
+        hf_model.config, "add_cross_attention", False
+    ):
+        raise ValueError(
+            f"this {hf_name} is configured as a decoder (causal or cross-attention); course_lib "
+            f"models are bidirectional encoders, so it has no equivalent"
+        )
     hf_state = hf_model.state_dict()
     table = key_table(config, hf_name)
     hf_prefix = "" if hf_name == "RobertaPreLayerNormModel" else HF_PREFIX
