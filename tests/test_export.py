@@ -66,6 +66,7 @@ EXPORTABLE = [
     ("distilbert", True),
 ]
 TOLERANCE = 1e-5
+RUN = {"family": "any", "preset": "tiny", "corpus": "builtin", "max_length": 32}
 _TOKENIZERS: dict[str, CourseTokenizer] = {}
 
 
@@ -95,7 +96,7 @@ def make_checkpoint(
     torch.manual_seed(0)
     model = randomise(MODEL_CLASSES[class_name or mlm_class](config_cls(**sizes)), seed=1)
     path = save_checkpoint(
-        tmp_path / f"{family}-ckpt", model, state={"step": 3}, tokenizer=tokenizer
+        tmp_path / f"{family}-ckpt", model, state={"step": 3, "run": RUN}, tokenizer=tokenizer
     )
     return path, model, tokenizer
 
@@ -172,6 +173,8 @@ def test_export_matches_pipeline_and_imports_back_exactly(tmp_path, family, pre_
     for key, value in original.items():
         assert torch.equal(value, back[key]), key
     assert CourseTokenizer.load(out).get_vocab() == tokenizer.get_vocab()
+    state = json.loads((out / "trainer_state.json").read_text())
+    assert state["run"] == RUN and state["step"] == 3  # course evaluate measures as before
 
 
 def test_pre_ln_bert_positions_move_to_the_padding_offset(tmp_path):

@@ -189,6 +189,9 @@ def export_checkpoint(
                 "model_class": type(model).__name__,
                 "config": model.config.to_dict(),
                 "exported_from_step": state.get("step"),
+                # how it was trained, so `course evaluate` after an import measures the same way
+                "run": state.get("run") if isinstance(state.get("run"), dict) else {},
+                "seed": (state.get("training_config") or {}).get("seed", 0),
             }
         }
     )
@@ -349,15 +352,20 @@ def import_transformers(hf_dir: str | Path, out_dir: str | Path) -> tuple[Path, 
         )
     name = type(model).__name__
     max_length = _max_tokens(model.config)
+    metadata = getattr(hf_model.config, METADATA_KEY, None) or {}
+    run = {
+        "family": model.config.model_type,
+        "corpus": "builtin",
+        "max_length": min(max_length, 128),
+    }
     state = {
-        "step": 0,
+        "step": metadata.get("exported_from_step") or 0,
         "imported_from": str(hf_dir),
-        "run": {
-            "family": model.config.model_type,
-            "corpus": "builtin",
-            "max_length": min(max_length, 128),
+        "run": {**run, **(metadata.get("run") or {})},
+        "training_config": {
+            "objective": OBJECTIVE_BY_CLASS.get(name, "mlm"),
+            "seed": metadata.get("seed", 0),
         },
-        "training_config": {"objective": OBJECTIVE_BY_CLASS.get(name, "mlm"), "seed": 0},
     }
     save_checkpoint(out_dir, model, state=state, tokenizer=tokenizer)
     return out_dir, model, note
