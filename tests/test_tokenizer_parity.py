@@ -327,3 +327,23 @@ def test_fill_mask_pipeline_matches_the_course():
             piece = tok.decode([p["token"]])
             at_start = text.startswith("<mask>")
             assert p["sequence"] == text.replace("<mask>" if at_start else " <mask>", piece)
+
+
+def test_fill_mask_examples_hide_one_whole_token():
+    """The held-out fill-mask queries are pretraining-shaped: the masked text is the sentence
+    with exactly one token (the hidden word, with its space: 'Ġlist') replaced by <mask>."""
+    from course_lib.training.inference import masked_word_examples
+
+    tok = course("bpe")
+    examples = masked_word_examples(tok, list(held_out()), n=100, seed=0)
+    assert len(examples) == 100
+    for text, answer in examples:
+        sentence = text.replace(tok.mask_token, answer)
+        at_start = text.startswith(tok.mask_token)
+        (token,) = tok.encode(("" if at_start else " ") + answer, add_special_tokens=False)[
+            "input_ids"
+        ]
+        masked = tok.encode(text)["input_ids"]
+        assert [token if i == tok.mask_token_id else i for i in masked] == tok.encode(sentence)[
+            "input_ids"
+        ]
