@@ -222,8 +222,8 @@ def test_post_ln_pretraining_model_keeps_its_sentence_head(tmp_path):
 @pytest.mark.parametrize(
     ("family", "why"),
     [
-        ("albert", "transformers has no pre-LN albert"),
-        ("deberta", "transformers has no pre-LN deberta"),
+        ("albert", "transformers has no pre-LN albert: its albert class is post-LN"),
+        ("deberta", "no disentangled (relative-position) attention"),
     ],
 )
 def test_models_without_an_exact_equivalent_are_refused_in_one_line(tmp_path, capsys, family, why):

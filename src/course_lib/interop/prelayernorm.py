@@ -54,6 +54,11 @@ LAYER_KEYS = [
     ("feed_forward.up", "intermediate.dense"),
     ("feed_forward.down", "output.dense"),
 ]
+# What a pre-LN model of another family would need from RobertaPreLayerNorm.
+OWN_LAYERS = {
+    "albert": "factorised embedding projection or cross-layer sharing",
+    "deberta": "disentangled (relative-position) attention",
+}
 POSITIONS = "embeddings.position_embeddings.weight"
 SEGMENTS = "embeddings.token_type_embeddings.weight"
 
@@ -87,10 +92,11 @@ def why_not(model: nn.Module) -> str | None:
     """None when `model` has an exact RobertaPreLayerNorm equivalent, else the reason in a line."""
     config, name = model.config, type(model).__name__
     if config.model_type not in FAMILIES:
+        own = OWN_LAYERS.get(config.model_type, f"{config.model_type}'s own layers")
         return (
-            f"transformers has no pre-LN {config.model_type} (its {config.model_type} is post-LN, "
-            f"and RobertaPreLayerNorm lacks {config.model_type}'s own layers); train with "
-            f"pre_layer_norm=False to export"
+            f"transformers has no pre-LN {config.model_type}: its {config.model_type} class is "
+            f"post-LN and RobertaPreLayerNorm has no {own}; a post-LN model "
+            f"(pre_layer_norm=False) exports"
         )
     if name not in CLASSES:
         if name == "BertForPreTraining":
