@@ -321,7 +321,12 @@ def import_transformers(hf_dir: str | Path, out_dir: str | Path) -> tuple[Path, 
             f"holds config.json and the weights"
         )
     out_dir = check_empty_target(out_dir)
-    hf_config = transformers.AutoConfig.from_pretrained(str(hf_dir), local_files_only=True)
+    try:
+        hf_config = transformers.AutoConfig.from_pretrained(str(hf_dir), local_files_only=True)
+    except (OSError, ValueError) as err:
+        raise ValueError(
+            f"transformers could not read {hf_dir / 'config.json'}: {str(err).splitlines()[0]}"
+        ) from None
     hf_name = _hf_class_name(hf_config)
     try:
         with _quiet_transformers():
@@ -367,5 +372,8 @@ def import_transformers(hf_dir: str | Path, out_dir: str | Path) -> tuple[Path, 
             "seed": metadata.get("seed", 0),
         },
     }
+    if not hasattr(model, "mlm_head"):
+        no_head = f"{name} has no masked-LM head: fine-tune it; course fill-mask needs one"
+        note = f"{note}; {no_head}" if note else no_head
     save_checkpoint(out_dir, model, state=state, tokenizer=tokenizer)
     return out_dir, model, note
