@@ -330,3 +330,30 @@ def test_a_roberta_prelayernorm_folder_without_course_metadata_imports_as_pre_ln
     out, model, _ = import_transformers(folder, tmp_path / "course")
     assert type(model).__name__ == "RobertaForMaskedLM" and model.config.pre_layer_norm
     compare_with_pipeline(folder, load_pretrained(out), tokenizer)
+
+
+def test_the_readme_flow_course_pretrain_then_export(tmp_path, capsys):
+    """The issue's case: `course pretrain` trains a pre-LN tiny BERT; `course export` makes it a
+    transformers model whose pipeline agrees with `course fill-mask`, and it imports back."""
+    import random
+
+    rng = random.Random(0)
+    words = WORDS.split()
+    docs = [" ".join(rng.choice(words) for _ in range(60)) for _ in range(30)]
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n\n".join(docs) + "\n")
+    run = tmp_path / "run"
+    flags = ["--steps", "2", "--samples", "0", "--batch-size", "4", "--no-progress"]
+    assert main(["pretrain", "--corpus", str(corpus), "--output-dir", str(run), *flags]) == 0
+    checkpoint = run / "checkpoint"
+    model, tokenizer = load_pretrained(checkpoint), CourseTokenizer.load(checkpoint)
+    assert model.config.pre_layer_norm  # the tiny recipe's placement
+    capsys.readouterr()
+    assert main(["export", str(checkpoint), str(tmp_path / "hf")]) == 0
+    assert (
+        "BertForMaskedLM -> transformers RobertaPreLayerNormForMaskedLM" in capsys.readouterr().out
+    )
+    compare_with_pipeline(tmp_path / "hf", model, tokenizer)
+    assert main(["import", str(tmp_path / "hf"), str(tmp_path / "back")]) == 0
+    back = load_pretrained(tmp_path / "back").state_dict()
+    assert all(torch.equal(v, back[k]) for k, v in model.state_dict().items())
