@@ -578,3 +578,15 @@ def test_pre_ln_layer_and_stack_follow_the_formula():
         out, hidden_states, _ = encoder(x, output_hidden_states=True)
         assert torch.allclose(out, encoder.final_norm(hidden_states[-1]), atol=1e-6)
         assert not torch.allclose(out, hidden_states[-1], atol=1e-2)
+
+
+def test_one_label_means_regression_with_mean_squared_error():
+    """Bug: num_labels=1 (regression) is not recognised and goes to cross-entropy."""
+    from course_lib.models import BertForSequenceClassification
+
+    model = BertForSequenceClassification(tiny_config(num_labels=1)).eval()
+    ids = torch.randint(4, 64, (3, 7), generator=torch.Generator().manual_seed(0))
+    targets = torch.tensor([0.5, -1.0, 2.0])
+    out = model(input_ids=ids, labels=targets)
+    assert out.logits.shape == (3, 1)
+    assert torch.allclose(out.loss, ((out.logits.squeeze(-1) - targets) ** 2).mean())
