@@ -483,6 +483,49 @@ def test_a_checkpoint_that_cannot_be_resumed_is_one_line(capsys, workspace, case
     assert snapshot(workspace) == before
 
 
+STATE_KEYS = (
+    "config data elapsed_s format_version grad_scaler history model_class optimizer rng run "
+    "schedule step stop_reason tokenizer training_config world_size"
+).split()
+
+
+def test_the_state_fuzz_below_covers_every_entry_of_a_real_checkpoint(trained):
+    assert sorted(read_state(trained)) == STATE_KEYS
+
+
+@pytest.mark.parametrize("command", ["resume", "fill-mask", "evaluate"])
+@pytest.mark.parametrize(
+    "key, value",
+    [(key, "x") for key in STATE_KEYS]
+    + [("model_class", [1]), ("step", -1), ("elapsed_s", float("nan")), ("run", {"corpus": 3})],
+)
+def test_any_state_entry_of_the_wrong_type_is_one_line_or_harmless(
+    capsys, workspace, key, value, command
+):
+    checkpoint = workspace / "run" / "checkpoint"
+    state = json.loads((checkpoint / STATE_FILE).read_text())
+    (checkpoint / STATE_FILE).write_text(json.dumps({**state, key: value}))
+    before = snapshot(workspace)
+    argv = {
+        "fill-mask": ["fill-mask", checkpoint, "The cat sees the [MASK]."],
+        "evaluate": ["evaluate", checkpoint, "--samples", "0"],
+        "resume": [
+            "pretrain",
+            *TINY,
+            "--output-dir",
+            workspace / "run",
+            "--resume",
+            "--steps",
+            "3",
+        ],
+    }[command]
+    code, _, err = run(capsys, *argv)
+    assert code in (0, 2), err
+    if code == 2:
+        assert "trainer_state.json" in one_line(err) or "checkpoint" in one_line(err)
+        assert snapshot(workspace) == before
+
+
 def test_resuming_a_finished_run_stops_at_once(capsys, workspace):
     before = snapshot(workspace)
     code, out, err = run(capsys, "pretrain", *TINY, "--output-dir", workspace / "run", "--resume")

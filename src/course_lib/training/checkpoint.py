@@ -435,7 +435,7 @@ def load_pretrained(directory: str | Path, device: str | torch.device = "cpu") -
             f"{'missing' if config_dict is None else 'not an object'}), so the model cannot be "
             "rebuilt; use a complete checkpoint written by course pretrain."
         )
-    if name not in MODEL_CLASSES:
+    if not isinstance(name, str) or name not in MODEL_CLASSES:
         raise CheckpointError(
             f"checkpoint {directory} holds model class {name!r}, which course_lib does not know; "
             f"known classes: {sorted(MODEL_CLASSES)}."

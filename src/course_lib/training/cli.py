@@ -249,13 +249,38 @@ def _checkpoint_state(path: str | Path, family: str | None, resume: bool = False
         )
     if resume:
         needed = {"training_config": dict, "step": int, "elapsed_s": (int, float), "data": dict}
+        needed.update(history=list, optimizer=dict)
         for key, kind in needed.items():
-            if not isinstance(state.get(key), kind):
+            value = state.get(key)
+            if not isinstance(value, kind) or isinstance(value, bool):
+                what = "no" if value is None else "a damaged"
                 raise UsageError(
-                    f"{path / 'trainer_state.json'} has no {key}, so the run cannot be resumed "
-                    "(it was saved for inference or is damaged); start a new run with another "
-                    "--output-dir, or use the checkpoint with fill-mask/evaluate"
+                    f"{path / 'trainer_state.json'} has {what} {key}, so the run cannot be "
+                    "resumed (it was saved for inference or is damaged); start a new run with "
+                    "another --output-dir, or use the checkpoint with fill-mask/evaluate"
                 )
+        run = state.get("run", {})
+        if not isinstance(run, dict) or not isinstance(run.get("corpus", ""), str):
+            raise UsageError(
+                f"{path / 'trainer_state.json'} holds a damaged run entry (which corpus and "
+                "recipe), so the run cannot be resumed; start a new run with another --output-dir"
+            )
+        for key in ("step", "elapsed_s"):
+            if not (math.isfinite(state[key]) and state[key] >= 0):
+                raise UsageError(
+                    f"{path / 'trainer_state.json'} holds {key}={state[key]}, so the run cannot "
+                    "be resumed (it is damaged); start a new run with another --output-dir"
+                )
+        try:
+            from course_lib.training.engine import TrainingConfig
+
+            TrainingConfig(**state["training_config"])
+        except (TypeError, ValueError) as err:
+            raise UsageError(
+                f"{path / 'trainer_state.json'} holds an invalid training_config "
+                f"({str(err).rstrip('.')}), so the run cannot be resumed; start a new run with "
+                "another --output-dir"
+            ) from err
     return state
 
 
@@ -384,7 +409,7 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
     if resume_dir is not None:
         state = _checkpoint_state(resume_dir, args.family, resume=True)
         run_info = state.get("run") if isinstance(state.get("run"), dict) else {}
-        saved_preset = run_info.get("preset")
+        saved_preset = run_info.get("preset") if isinstance(run_info.get("preset"), str) else None
         if args.preset is not None and saved_preset is not None and args.preset != saved_preset:
             raise UsageError(
                 f"checkpoint {str(resume_dir)!r} was trained with --preset {saved_preset}; "
@@ -409,7 +434,8 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
     corpus_spec = args.corpus
     if resume_dir is not None and args.corpus == "builtin":
         run_info = state.get("run") if isinstance(state.get("run"), dict) else {}
-        corpus_spec = run_info.get("corpus", corpus_spec)
+        if isinstance(run_info.get("corpus"), str):
+            corpus_spec = run_info["corpus"]
     try:
         family.model_class(objective)  # fail before minutes of corpus and tokenizer work
     except ValueError as err:
@@ -611,26 +637,49 @@ def cmd_fill_mask(args: argparse.Namespace) -> int:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from course_lib.data import PretrainingCollator, build_pretraining_dataset
     from course_lib.objectives import MaskingConfig
-    from course_lib.training.engine import evaluate_pretraining
+    from course_lib.training.engine import OBJECTIVES, evaluate_pretraining
     from course_lib.training.inference import fill_mask_report, format_fill_mask_report
 
     _at_least_zero(args.samples, "--samples")
     model, tokenizer, state = _load_model_and_tokenizer(args.checkpoint, None, args.device)
-    run = state.get("run") if isinstance(state.get("run"), dict) else {}
-    corpus_spec = args.corpus or run.get("corpus", "builtin")
-    corpus = _load_corpus(corpus_spec, saved=args.corpus is None)
+    run = state.get("run", {})
     training = state.get("training_config")
     training = training if isinstance(training, dict) else {}
-    objective = training.get("objective", "mlm")
+    if not isinstance(run, dict):
+        run = {"corpus": None}  # reported as damaged below
+    corpus_spec = args.corpus or run.get("corpus", "builtin")
+    objective, seed = training.get("objective", "mlm"), training.get("seed", 0)
+    max_length, masking = run.get("max_length", 128), run.get("masking", {})
+    damaged = [
+        name
+        for name, ok in (
+            ("run.corpus", isinstance(corpus_spec, str)),
+            ("training_config.objective", objective in OBJECTIVES),
+            ("training_config.seed", isinstance(seed, int) and not isinstance(seed, bool)),
+            ("run.max_length", isinstance(max_length, int) and max_length > 0),
+            ("run.masking", isinstance(masking, dict)),
+        )
+        if not ok
+    ]
+    if damaged:
+        raise UsageError(
+            f"{Path(args.checkpoint) / 'trainer_state.json'} holds a damaged {damaged[0]}; "
+            "use a complete checkpoint written by course pretrain"
+        )
+    corpus = _load_corpus(corpus_spec, saved=args.corpus is None)
+    try:
+        collator = PretrainingCollator(tokenizer, MaskingConfig(**masking))
+    except (TypeError, ValueError) as err:
+        raise UsageError(
+            f"{Path(args.checkpoint) / 'trainer_state.json'} holds damaged masking settings "
+            f"({str(err).rstrip('.')}); use a complete checkpoint written by course pretrain"
+        ) from err
     held_out = build_pretraining_dataset(
-        corpus.validation, tokenizer, objective, run.get("max_length", 128), training.get("seed", 0)
+        corpus.validation, tokenizer, objective, max_length, abs(seed)
     )
     if not held_out:
         raise UsageError(f"corpus {corpus_spec!r} has no validation documents")
-    collator = PretrainingCollator(tokenizer, MaskingConfig(**run.get("masking", {})))
-    metrics = evaluate_pretraining(
-        model, held_out, collator, objective=objective, seed=training.get("seed", 0)
-    )
+    metrics = evaluate_pretraining(model, held_out, collator, objective=objective, seed=abs(seed))
     print(
         f"{args.checkpoint}: step {state.get('step')}, {len(held_out)} held-out examples of {corpus_spec}"
     )
@@ -642,7 +691,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             tokenizer,
             _validation_sentences(corpus),
             n=args.samples,
-            max_tokens=run.get("max_length"),
+            max_tokens=max_length,
         )
         print(format_fill_mask_report(rows, "fill-mask"))
     return 0
