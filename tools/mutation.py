@@ -631,6 +631,9 @@ def run_pytest(root: Path, args: tuple[str, ...], timeout: float, lock: CpuLock)
             capture_output=True,
             text=True,
             timeout=timeout,
+            # A tool started in the background (nohup, &) inherits an ignored SIGINT; the tests
+            # of Ctrl-C handling need Python's own handler back.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
         rc, output = proc.returncode, proc.stdout + proc.stderr
     except subprocess.TimeoutExpired as err:
