@@ -1,8 +1,8 @@
 """Tokenizers for the three subword families, trained live with HF `tokenizers`.
 
-from course_lib.tokenization import train_tokenizer
-tok = train_tokenizer("bert", corpus.texts(), vocab_size=8000)   # WordPiece
-tok.encode("Hello world", "Second segment")   # input_ids, token_type_ids, word_ids, ...
+Example (WordPiece; "roberta" gives byte-level BPE, "albert" Unigram):
+``tok = train_tokenizer("bert", corpus.texts(), vocab_size=8000)``, then
+``tok.encode("Hello world", "Second segment")`` gives input_ids, token_type_ids, word_ids.
 """
 
 from course_lib.tokenization.families import FAMILY_ALIASES, SPECIALS, canonical_family
