@@ -739,7 +739,7 @@ def markdown(results: list[dict], totals: dict) -> str:
         outcome = "equivalent" if r["equivalent"] else r["outcome"]
         why = r["equivalent"] or r["detail"]
         lines.append(
-            f"| {r['id']} | {r['path']} | {r['description']} | {outcome} | "
+            f"| {r['id']} | {r['path']} | {r['description'].replace('|', '/')} | {outcome} | "
             f"{why.replace('|', '/')} |"
         )
     return "\n".join(lines)
