@@ -363,9 +363,15 @@ def test_a_second_ctrl_c_interrupts_at_once():
             os.kill(os.getpid(), signal.SIGINT)  # second: the default handler, at once
 
     trainer.callbacks.append(press_twice)
-    with pytest.raises(KeyboardInterrupt):
-        trainer.train()
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    # Python leaves SIGINT ignored when pytest itself starts with it ignored (`nohup ... &`,
+    # a background job): install the interactive default so the test sees what a learner sees.
+    outer = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            trainer.train()
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, outer)
 
 
 def test_history_plots_in_one_call():
