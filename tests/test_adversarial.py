@@ -29,6 +29,13 @@ from course_lib.training.cli import main
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
+
+@pytest.fixture(autouse=True)
+def _restore_rayon_threads(monkeypatch):
+    """`course pretrain --threads N` sets RAYON_NUM_THREADS for the tokenizer trainer; undo it."""
+    monkeypatch.delenv("RAYON_NUM_THREADS", raising=False)
+
+
 ANIMALS = "cat dog bird fish horse mouse lion tiger bear wolf".split()
 VERBS = "sees finds follows likes watches hears".split()
 PLACES = "garden house river forest field city market school".split()
@@ -87,7 +94,7 @@ def trained(tmp_path_factory, corpus_dir) -> Path:
 
     threads = torch.get_num_threads()
     out = tmp_path_factory.mktemp("trained") / "run"
-    cwd = os.getcwd()
+    cwd, rayon = os.getcwd(), os.environ.get("RAYON_NUM_THREADS")
     os.chdir(corpus_dir.parent)
     try:
         code = main(
@@ -105,6 +112,8 @@ def trained(tmp_path_factory, corpus_dir) -> Path:
     finally:
         os.chdir(cwd)
         torch.set_num_threads(threads)
+        if rayon is None:
+            os.environ.pop("RAYON_NUM_THREADS", None)
     assert code == 0
     return out / "checkpoint"
 
