@@ -13,7 +13,7 @@ Chromium through Selenium and Debian's chromedriver, offline (every host name fa
 The browser console must hold no error except bertviz's known offline ones. Every wait is
 bounded and every process started here (server, kernels, browser) is stopped afterwards.
 
-About 40 s on 2 cores. Needs Chromium, its chromedriver and Selenium (Debian/Ubuntu:
+About 50 s on 2 cores. Needs Chromium, its chromedriver and Selenium (Debian/Ubuntu:
 `apt-get install -y chromium chromium-driver`, which `.ci/run` does when it can; Selenium comes
 with the `dev` extra; elsewhere point CHROMIUM and CHROMEDRIVER at matching binaries). Skipped,
 with the reason, when one is missing; run it alone with
