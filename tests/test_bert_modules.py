@@ -10,9 +10,16 @@ from course_lib import BertConfig, BertForMaskedLM, BertModel
 from course_lib.modules import EncoderLayer, MultiHeadSelfAttention, scaled_dot_product_attention
 from course_lib.modules.attention import additive_mask
 
-TINY = BertConfig(vocab_size=50, hidden_size=24, num_attention_heads=3, num_hidden_layers=2,
-                  intermediate_size=40, max_position_embeddings=16, hidden_dropout_prob=0.0,
-                  attention_probs_dropout_prob=0.0)
+TINY = BertConfig(
+    vocab_size=50,
+    hidden_size=24,
+    num_attention_heads=3,
+    num_hidden_layers=2,
+    intermediate_size=40,
+    max_position_embeddings=16,
+    hidden_dropout_prob=0.0,
+    attention_probs_dropout_prob=0.0,
+)
 
 
 def test_explicit_attention_matches_sdpa_and_formula():
@@ -73,8 +80,17 @@ def test_mlm_logits_without_labels_are_full():
         ({"input_ids": torch.randint(0, 50, (1, 17))}, "max_position_embeddings=16"),
         ({"input_ids": torch.full((1, 4), 50)}, "outside the vocabulary"),
         ({"input_ids": torch.rand(1, 4)}, "integer token ids"),
-        ({"input_ids": torch.ones(2, 4, dtype=torch.long), "attention_mask": torch.ones(2, 5)}, "attention_mask has shape"),
-        ({"input_ids": torch.ones(2, 4, dtype=torch.long), "token_type_ids": torch.full((2, 4), 2)}, "type_vocab_size=2"),
+        (
+            {"input_ids": torch.ones(2, 4, dtype=torch.long), "attention_mask": torch.ones(2, 5)},
+            "attention_mask has shape",
+        ),
+        (
+            {
+                "input_ids": torch.ones(2, 4, dtype=torch.long),
+                "token_type_ids": torch.full((2, 4), 2),
+            },
+            "type_vocab_size=2",
+        ),
     ],
 )
 def test_bad_inputs_fail_before_computation(kwargs, fragment):
@@ -85,7 +101,9 @@ def test_bad_inputs_fail_before_computation(kwargs, fragment):
 def test_mlm_labels_shape_checked():
     model = BertForMaskedLM(TINY)
     with pytest.raises(ValueError, match="labels has shape"):
-        model(input_ids=torch.ones(2, 4, dtype=torch.long), labels=torch.ones(2, 3, dtype=torch.long))
+        model(
+            input_ids=torch.ones(2, 4, dtype=torch.long), labels=torch.ones(2, 3, dtype=torch.long)
+        )
 
 
 def test_bf16_autocast_runs_with_padding():

@@ -138,7 +138,10 @@ def test_losses_equal_transformers():
         ("BertForTokenClassification", {"labels": torch.randint(0, 3, (3, 13))}),
         (
             "BertForQuestionAnswering",
-            {"start_positions": torch.tensor([1, 3, 20]), "end_positions": torch.tensor([2, 5, 20])},
+            {
+                "start_positions": torch.tensor([1, 3, 20]),
+                "end_positions": torch.tensor([2, 5, 20]),
+            },
         ),
     ],
 )

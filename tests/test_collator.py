@@ -61,10 +61,10 @@ def test_sentence_labels_are_batched(tok):
     collate = PretrainingCollator(tok)
     b = collate(nsp)
     assert b["next_sentence_label"].tolist() == [e["next_sentence_label"] for e in nsp]
-    assert b["token_type_ids"].tolist()[0][: len(nsp[0]["token_type_ids"])] \
-        == nsp[0]["token_type_ids"]
-    assert collate(sop)["sentence_order_label"].tolist() == [e["sentence_order_label"]
-                                                             for e in sop]
+    assert (
+        b["token_type_ids"].tolist()[0][: len(nsp[0]["token_type_ids"])] == nsp[0]["token_type_ids"]
+    )
+    assert collate(sop)["sentence_order_label"].tolist() == [e["sentence_order_label"] for e in sop]
     with pytest.raises(ValueError, match="Only some examples have 'next_sentence_label'"):
         collate(nsp[:2] + [{k: v for k, v in nsp[2].items() if k != "next_sentence_label"}])
 
@@ -138,8 +138,13 @@ def test_whole_word_masking_through_the_collator(tok, examples):
 
 def _loader_labels(tok, rows, loader_seed, epochs=1):
     collate = PretrainingCollator(tok, seed=0)
-    loader = DataLoader(rows, batch_size=8, num_workers=2, collate_fn=collate,
-                        generator=torch.Generator().manual_seed(loader_seed))
+    loader = DataLoader(
+        rows,
+        batch_size=8,
+        num_workers=2,
+        collate_fn=collate,
+        generator=torch.Generator().manual_seed(loader_seed),
+    )
     return [[b["labels"] for b in loader] for _ in range(epochs)]
 
 

@@ -35,8 +35,12 @@ def test_heads_must_divide_hidden():
 
 def test_presets_have_published_sizes():
     expected = {
-        "bert-tiny": (2, 128), "bert-mini": (4, 256), "bert-small": (4, 512),
-        "bert-medium": (8, 512), "bert-base": (12, 768), "bert-large": (24, 1024),
+        "bert-tiny": (2, 128),
+        "bert-mini": (4, 256),
+        "bert-small": (4, 512),
+        "bert-medium": (8, 512),
+        "bert-base": (12, 768),
+        "bert-large": (24, 1024),
     }
     for name, (layers, hidden) in expected.items():
         c = BertConfig.from_preset(name)

@@ -22,8 +22,14 @@ def test_counts_equal_built_models(preset, cls_name):
 @pytest.mark.parametrize("pre_ln", [False, True])
 def test_counts_with_odd_sizes_and_pre_ln(pre_ln):
     config = BertConfig(
-        vocab_size=333, hidden_size=60, num_attention_heads=5, num_hidden_layers=3,
-        intermediate_size=70, max_position_embeddings=77, type_vocab_size=3, pre_layer_norm=pre_ln,
+        vocab_size=333,
+        hidden_size=60,
+        num_attention_heads=5,
+        num_hidden_layers=3,
+        intermediate_size=70,
+        max_position_embeddings=77,
+        type_vocab_size=3,
+        pre_layer_norm=pre_ln,
     )
     for cls_name, cls in MODEL_CLASSES.items():
         assert count_parameters(config, cls)["total"] == cls(config).num_parameters(), cls_name

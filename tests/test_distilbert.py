@@ -75,8 +75,14 @@ def max_diff(a, b):
 
 
 def small_config(**changes) -> DistilBertConfig:
-    sizes = dict(vocab_size=97, hidden_size=32, num_attention_heads=4, num_hidden_layers=2,
-                 intermediate_size=48, max_position_embeddings=24)
+    sizes = dict(
+        vocab_size=97,
+        hidden_size=32,
+        num_attention_heads=4,
+        num_hidden_layers=2,
+        intermediate_size=48,
+        max_position_embeddings=24,
+    )
     return DistilBertConfig(**{**sizes, **changes})
 
 
@@ -160,7 +166,10 @@ def test_round_trip_state_dict_is_exact(cls_name):
         ("DistilBertForTokenClassification", {"labels": torch.randint(0, 3, (3, SEQ))}),
         (
             "DistilBertForQuestionAnswering",
-            {"start_positions": torch.tensor([1, 3, 20]), "end_positions": torch.tensor([2, 5, 20])},
+            {
+                "start_positions": torch.tensor([1, 3, 20]),
+                "end_positions": torch.tensor([2, 5, 20]),
+            },
         ),
     ],
 )
@@ -183,8 +192,15 @@ def test_conversion_refuses_what_transformers_cannot_express():
     with pytest.raises(ValueError, match="fixes layer_norm_eps=1e-12"):
         to_transformers(ours)
     hf = transformers.DistilBertModel(
-        transformers.DistilBertConfig(vocab_size=50, dim=16, n_heads=2, n_layers=1, hidden_dim=32,
-                                      max_position_embeddings=20, sinusoidal_pos_embds=True)
+        transformers.DistilBertConfig(
+            vocab_size=50,
+            dim=16,
+            n_heads=2,
+            n_layers=1,
+            hidden_dim=32,
+            max_position_embeddings=20,
+            sinusoidal_pos_embds=True,
+        )
     )
     with pytest.raises(ValueError, match="sinusoidal_pos_embds=True is not supported"):
         from_transformers(hf)
@@ -195,8 +211,15 @@ def test_conversion_refuses_what_transformers_cannot_express():
 
 @pytest.mark.parametrize("cls_name", CLASSES)
 def test_counts_equal_built_models(cls_name):
-    config = small_config(vocab_size=333, hidden_size=60, num_attention_heads=5, num_hidden_layers=3,
-                          intermediate_size=70, max_position_embeddings=77, num_labels=5)
+    config = small_config(
+        vocab_size=333,
+        hidden_size=60,
+        num_attention_heads=5,
+        num_hidden_layers=3,
+        intermediate_size=70,
+        max_position_embeddings=77,
+        num_labels=5,
+    )
     counted = count_parameters(config, cls_name)
     assert counted["total"] == getattr(dis, cls_name)(config).num_parameters()
     assert counted["total"] == sum(counted[c] for c in COMPONENTS)
@@ -221,8 +244,15 @@ def test_published_distilbert_sizes():
 
 def bert_teacher(layers: int = 4, cls=BertForMaskedLM, **changes) -> BertForMaskedLM:
     torch.manual_seed(3)
-    config = BertConfig(vocab_size=97, hidden_size=32, num_attention_heads=4, num_hidden_layers=layers,
-                        intermediate_size=48, max_position_embeddings=24, **changes)
+    config = BertConfig(
+        vocab_size=97,
+        hidden_size=32,
+        num_attention_heads=4,
+        num_hidden_layers=layers,
+        intermediate_size=48,
+        max_position_embeddings=24,
+        **changes,
+    )
     teacher = cls(config).eval()
     with torch.no_grad():  # non-trivial LayerNorms and biases, so every copied tensor is distinct
         for name, p in teacher.named_parameters():
@@ -253,13 +283,17 @@ def test_student_copies_embeddings_chosen_layers_and_head():
     for key, value in s_state.items():
         source = key
         for i, t_index in enumerate(student.teacher_layers):
-            source = source.replace(f"encoder.layers.{i}.", f"encoder.layers.{t_index}.") if (
-                f"encoder.layers.{i}." in key) else source
+            source = (
+                source.replace(f"encoder.layers.{i}.", f"encoder.layers.{t_index}.")
+                if (f"encoder.layers.{i}." in key)
+                else source
+            )
         assert torch.equal(value, t_state[source]), key
     assert student.mlm_head.decoder.weight is student.backbone.embeddings.word_embeddings.weight
     # a copy, not shared storage: training the student leaves the teacher alone
     assert student.backbone.embeddings.word_embeddings.weight.data_ptr() != (
-        teacher.backbone.embeddings.word_embeddings.weight.data_ptr())
+        teacher.backbone.embeddings.word_embeddings.weight.data_ptr()
+    )
 
 
 @pytest.mark.parametrize("pre_ln", [False, True])
@@ -269,7 +303,9 @@ def test_student_with_all_layers_computes_the_teacher(pre_ln):
     with torch.no_grad():
         teacher.backbone.embeddings.token_type_embeddings.weight.zero_()
     student = init_student_from_teacher(teacher, layers=[0, 1, 2]).eval()
-    batch = dict(input_ids=torch.randint(4, 97, (2, 9)), attention_mask=torch.ones(2, 9, dtype=torch.long))
+    batch = dict(
+        input_ids=torch.randint(4, 97, (2, 9)), attention_mask=torch.ones(2, 9, dtype=torch.long)
+    )
     batch["attention_mask"][1, 6:] = 0
     with torch.no_grad():
         a, b = student(**batch), teacher(**batch)
@@ -281,8 +317,10 @@ def test_student_from_bare_bert_model_and_pretraining_teacher():
     bare = bert_teacher(layers=2, cls=BertModel)
     student = init_student_from_teacher(bare, layers=[1])
     assert student.teacher_layers == [1]
-    assert torch.equal(student.backbone.encoder.layers[0].feed_forward.up.weight,
-                       bare.encoder.layers[1].feed_forward.up.weight)
+    assert torch.equal(
+        student.backbone.encoder.layers[0].feed_forward.up.weight,
+        bare.encoder.layers[1].feed_forward.up.weight,
+    )
     pretraining = bert_teacher(layers=2, cls=BertForPreTraining)
     student = init_student_from_teacher(pretraining)
     assert torch.equal(student.mlm_head.dense.weight, pretraining.mlm_head.dense.weight)

@@ -40,8 +40,15 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def tiny_config(**changes) -> BertConfig:
-    sizes = dict(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                 intermediate_size=64, max_position_embeddings=32, pre_layer_norm=True)
+    sizes = dict(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=32,
+        pre_layer_norm=True,
+    )
     sizes.update(changes)
     return BertConfig(**sizes)
 
@@ -78,8 +85,10 @@ def contains_seven(n, seed):
 
 def token_mod_three(n, seed):
     """Tagging: each token's label is its id mod 3; specials are not scored."""
-    return [{"input_ids": [CLS, *ids, SEP], "labels": [-100, *(t % 3 for t in ids), -100]}
-            for ids in toy_sequences(n, seed)]
+    return [
+        {"input_ids": [CLS, *ids, SEP], "labels": [-100, *(t % 3 for t in ids), -100]}
+        for ids in toy_sequences(n, seed)
+    ]
 
 
 def answer_between_markers(n, seed):
@@ -93,23 +102,40 @@ def answer_between_markers(n, seed):
         ids[k], ids[k + length - 1] = 3, 4
         start = len(question) + 2 + k  # [CLS] q [SEP], then the context
         input_ids = [CLS, *question, SEP, *ids, SEP]
-        out.append({"input_ids": input_ids,
-                    "token_type_ids": [0] * (len(question) + 2) + [1] * (len(ids) + 1),
-                    "start_positions": start, "end_positions": start + length - 1,
-                    "context_start": len(question) + 2, "context_end": len(input_ids) - 1})
+        out.append(
+            {
+                "input_ids": input_ids,
+                "token_type_ids": [0] * (len(question) + 2) + [1] * (len(ids) + 1),
+                "start_positions": start,
+                "end_positions": start + length - 1,
+                "context_start": len(question) + 2,
+                "context_end": len(input_ids) - 1,
+            }
+        )
     return out
 
 
 def toy_task(kind, n_train=256, n_test=128):
-    make = {"classification": contains_seven, "tagging": token_mod_three,
-            "qa": answer_between_markers}[kind]
+    make = {
+        "classification": contains_seven,
+        "tagging": token_mod_three,
+        "qa": answer_between_markers,
+    }[kind]
     labels = {"classification": ("no", "yes"), "tagging": ("0", "1", "2"), "qa": ()}[kind]
     return Task(f"toy-{kind}", kind, make(n_train, 0), make(n_test, 1), labels, PAD)
 
 
 def config(**changes) -> TrainingConfig:
-    values = dict(max_steps=60, batch_size=16, lr=3e-3, warmup=0.1, log_every=10,
-                  progress=False, precision="fp32", device="cpu")
+    values = dict(
+        max_steps=60,
+        batch_size=16,
+        lr=3e-3,
+        warmup=0.1,
+        log_every=10,
+        progress=False,
+        precision="fp32",
+        device="cpu",
+    )
     values.update(changes)
     return TrainingConfig(**values)
 
@@ -121,9 +147,14 @@ def test_task_model_class_follows_the_family():
     assert task_model_class("classification", tiny_config()) is BertForSequenceClassification
     assert task_model_class("tagging", tiny_config()) is BertForTokenClassification
     assert task_model_class("qa", tiny_config()) is BertForQuestionAnswering
-    roberta = RobertaConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=1,
-                            num_attention_heads=2, intermediate_size=64,
-                            max_position_embeddings=40)
+    roberta = RobertaConfig(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=40,
+    )
     assert task_model_class("tagging", roberta) is RobertaForTokenClassification
     with pytest.raises(ValueError, match="kind"):
         task_model_class("regression", tiny_config())
@@ -138,9 +169,14 @@ def test_load_backbone_copies_every_encoder_tensor_and_reports_the_rest():
         assert torch.equal(target[name], tensor), name
     assert len(report.loaded) == len(source.backbone.state_dict())
     # BertForMaskedLM has no pooler: the classifier's pooler starts from scratch, like the head
-    assert sorted(report.initialised) == sorted([
-        "backbone.pooler.dense.weight", "backbone.pooler.dense.bias",
-        "classifier.classifier.weight", "classifier.classifier.bias"])
+    assert sorted(report.initialised) == sorted(
+        [
+            "backbone.pooler.dense.weight",
+            "backbone.pooler.dense.bias",
+            "classifier.classifier.weight",
+            "classifier.classifier.bias",
+        ]
+    )
     assert report.unused and all(n.startswith("mlm_head.") for n in report.unused)
     assert "newly initialised" in str(report)
     # copies, not shared tensors: fine-tuning leaves the pretrained model alone
@@ -186,8 +222,9 @@ def test_mismatched_architectures_are_refused_by_name():
     with pytest.raises(ValueError, match="pre_layer_norm"):
         load_backbone(BertForTokenClassification(tiny_config(pre_layer_norm=False)), source)
     # labels and dropout are the fine-tuner's to choose
-    load_backbone(BertForTokenClassification(tiny_config(num_labels=7, hidden_dropout_prob=0.3)),
-                  source)
+    load_backbone(
+        BertForTokenClassification(tiny_config(num_labels=7, hidden_dropout_prob=0.3)), source
+    )
     with pytest.raises(TypeError, match="backbone"):
         load_backbone(BertForTokenClassification(tiny_config()), nn.Linear(2, 2))
     with pytest.raises(TypeError, match="checkpoint directory"):
@@ -200,8 +237,9 @@ def test_task_model_from_a_config_is_random_and_seeded():
     c = task_model("classification", tiny_config(), num_labels=4, seed=4)
     assert a.config.num_labels == 4 and a.classifier.classifier.out_features == 4
     assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
-    assert not torch.equal(a.backbone.embeddings.word_embeddings.weight,
-                           c.backbone.embeddings.word_embeddings.weight)
+    assert not torch.equal(
+        a.backbone.embeddings.word_embeddings.weight, c.backbone.embeddings.word_embeddings.weight
+    )
     pretrained = task_model("classification", pretrained_mlm(), num_labels=4, seed=3)
     # same seed, same head: only the encoder differs between the two arms of a comparison
     assert torch.equal(pretrained.classifier.classifier.weight, a.classifier.classifier.weight)
@@ -212,9 +250,13 @@ def test_task_model_from_a_config_is_random_and_seeded():
 
 def test_collator_pads_each_kind_of_label():
     collate = TaskCollator(pad_token_id=PAD)
-    batch = collate([{"input_ids": [1, 9, 2], "labels": [-100, 1, -100], "words": ["x"]},
-                     {"input_ids": [1, 9, 9, 9, 2], "labels": [-100, 0, 2, 1, -100]}],
-                    generator=torch.Generator())
+    batch = collate(
+        [
+            {"input_ids": [1, 9, 2], "labels": [-100, 1, -100], "words": ["x"]},
+            {"input_ids": [1, 9, 9, 9, 2], "labels": [-100, 0, 2, 1, -100]},
+        ],
+        generator=torch.Generator(),
+    )
     assert set(batch) == {"input_ids", "attention_mask", "token_type_ids", "labels"}
     assert batch["input_ids"].tolist() == [[1, 9, 2, PAD, PAD], [1, 9, 9, 9, 2]]
     assert batch["attention_mask"].tolist() == [[1, 1, 1, 0, 0], [1] * 5]
@@ -306,8 +348,9 @@ def test_evaluate_tagging_scores_only_labelled_tokens():
     examples = token_mod_three(10, 0)
     tags = predict(model, examples)
     assert [len(t) for t in tags] == [len(e["input_ids"]) for e in examples]
-    pairs = [(t, lab) for p, e in zip(tags, examples) for t, lab in zip(p, e["labels"])
-             if lab != -100]
+    pairs = [
+        (t, lab) for p, e in zip(tags, examples) for t, lab in zip(p, e["labels"]) if lab != -100
+    ]
     expected = sum(t == lab for t, lab in pairs) / len(pairs)
     assert evaluate_task(model, examples)["accuracy"] == pytest.approx(expected)
     with pytest.raises(ValueError, match="No examples"):
@@ -319,8 +362,10 @@ def test_evaluate_tagging_scores_only_labelled_tokens():
 # ----- fine-tuning runs ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kind, metric, floor", [("classification", "eval_accuracy", 0.9),
-                                                 ("tagging", "eval_accuracy", 0.95)])
+@pytest.mark.parametrize(
+    "kind, metric, floor",
+    [("classification", "eval_accuracy", 0.9), ("tagging", "eval_accuracy", 0.95)],
+)
 def test_finetune_learns_a_toy_task(kind, metric, floor):
     task = toy_task(kind)
     model = task_model(kind, tiny_config(), num_labels=task.num_labels, seed=0)

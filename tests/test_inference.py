@@ -33,8 +33,14 @@ def test_examples_hide_one_single_token_word_and_respect_max_tokens():
 def test_report_hit_means_the_answer_is_in_the_top_k():
     tok = tokenizer()
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=tok.vocab_size, hidden_size=16, num_hidden_layers=1,
-                        num_attention_heads=2, intermediate_size=32, pad_token_id=tok.pad_token_id)
+    config = BertConfig(
+        vocab_size=tok.vocab_size,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        pad_token_id=tok.pad_token_id,
+    )
     model = BertForMaskedLM(config).eval()
     rows = fill_mask_report(model, tok, SHORT + LONG, n=3, top_k=4, max_tokens=12)
     assert len(rows) == 2

@@ -38,9 +38,16 @@ def make_batch(rows=1200, seq=128, seed=1, word_len=3):
 
 def run(config, seed=0, **kw):
     ids, attention, special, words = make_batch(**kw)
-    masked, labels = mask_tokens(ids, special, MASK, VOCAB, config,
-                                 torch.Generator().manual_seed(seed), word_ids=words,
-                                 non_special_ids=NON_SPECIAL)
+    masked, labels = mask_tokens(
+        ids,
+        special,
+        MASK,
+        VOCAB,
+        config,
+        torch.Generator().manual_seed(seed),
+        word_ids=words,
+        non_special_ids=NON_SPECIAL,
+    )
     return ids, special, words, masked, labels
 
 
@@ -59,9 +66,14 @@ def row_rate_check(selected, eligible, expected, sigmas=4.0):
 
 
 def test_config_is_validated():
-    for bad in (dict(mlm_probability=0.0), dict(mlm_probability=1.5),
-                dict(mask_replace_prob=-0.1), dict(random_replace_prob=1.2),
-                dict(mask_replace_prob=0.8, random_replace_prob=0.3), dict(max_ngram=0)):
+    for bad in (
+        dict(mlm_probability=0.0),
+        dict(mlm_probability=1.5),
+        dict(mask_replace_prob=-0.1),
+        dict(random_replace_prob=1.2),
+        dict(mask_replace_prob=0.8, random_replace_prob=0.3),
+        dict(max_ngram=0),
+    ):
         with pytest.raises(ValueError):
             MaskingConfig(**bad)
     with pytest.raises(ValueError, match="exceeds 1"):
@@ -72,7 +84,9 @@ def test_config_is_validated():
 @pytest.mark.parametrize("rates", [(0.15, 0.8, 0.1), (0.3, 0.5, 0.3)])
 def test_token_rates_are_right_over_100k_tokens(rates):
     p, p_mask, p_random = rates
-    config = MaskingConfig(mlm_probability=p, mask_replace_prob=p_mask, random_replace_prob=p_random)
+    config = MaskingConfig(
+        mlm_probability=p, mask_replace_prob=p_mask, random_replace_prob=p_random
+    )
     ids, special, _, masked, labels = run(config)
     eligible = ~special
     n = int(eligible.sum())
@@ -103,8 +117,9 @@ def test_invariants_specials_padding_and_labels():
 def test_default_random_pool_avoids_specials_present_in_batch():
     ids, attention, special, _ = make_batch(rows=200)
     config = MaskingConfig(mask_replace_prob=0.0, random_replace_prob=1.0)
-    masked, labels = mask_tokens(ids, special, MASK, VOCAB, config,
-                                 torch.Generator().manual_seed(0))
+    masked, labels = mask_tokens(
+        ids, special, MASK, VOCAB, config, torch.Generator().manual_seed(0)
+    )
     replaced = masked[labels != IGNORE_INDEX]
     assert not torch.isin(replaced, torch.tensor([PAD, CLS, SEP, MASK])).any()
     assert replaced.unique().numel() > 500  # drawn from the whole vocabulary
@@ -126,8 +141,9 @@ def test_whole_word_masking_takes_all_pieces_of_a_word():
     same_word = (words[:, 1:] == words[:, :-1]) & (words[:, 1:] >= 0)
     assert torch.equal(selected[:, 1:][same_word], selected[:, :-1][same_word])
     # The rate holds per word (and so per token).
-    first_piece = eligible & torch.cat([torch.ones_like(words[:, :1], dtype=torch.bool),
-                                        words[:, 1:] != words[:, :-1]], dim=1)
+    first_piece = eligible & torch.cat(
+        [torch.ones_like(words[:, :1], dtype=torch.bool), words[:, 1:] != words[:, :-1]], dim=1
+    )
     n_words = int(first_piece.sum())
     assert n_words > 30_000
     assert within(selected[first_piece].float().mean().item(), 0.15, n_words)
@@ -142,8 +158,9 @@ def test_word_ids_need_only_be_contiguous_runs():
     config = MaskingConfig(mlm_probability=0.5, whole_word=True)
     groups = set()
     for seed in range(200):
-        _, labels = mask_tokens(ids, special, MASK, VOCAB, config,
-                                torch.Generator().manual_seed(seed), word_ids=words)
+        _, labels = mask_tokens(
+            ids, special, MASK, VOCAB, config, torch.Generator().manual_seed(seed), word_ids=words
+        )
         groups.add(tuple((labels[0] != IGNORE_INDEX).tolist()))
     for pattern in groups:
         assert pattern[2] == pattern[3] and pattern[5] == pattern[6]
@@ -160,9 +177,11 @@ def test_ngram_masking_keeps_the_rate_and_makes_spans(whole_word):
     row_rate_check(selected, eligible, 0.15)
     # Spans: runs of consecutive targets are longer than under independent token choices.
     _, _, _, _, token_labels = run(MaskingConfig())
+
     def mean_run(sel):
         starts = sel[:, 1:] & ~sel[:, :-1]
         return sel.sum().item() / (starts.sum().item() + sel[:, 0].sum().item())
+
     unit = 2 if whole_word else 1
     assert mean_run(selected) > 1.3 * unit
     assert mean_run(token_labels != IGNORE_INDEX) < 1.25

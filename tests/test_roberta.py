@@ -89,9 +89,16 @@ def test_position_ids_start_after_padding_index():
 
 
 def test_pad_row_of_position_table_is_zero_and_gets_no_gradient():
-    model = RobertaModel(RobertaConfig(vocab_size=50, hidden_size=16, num_attention_heads=2,
-                                       num_hidden_layers=1, intermediate_size=32,
-                                       max_position_embeddings=MAX_POS))
+    model = RobertaModel(
+        RobertaConfig(
+            vocab_size=50,
+            hidden_size=16,
+            num_attention_heads=2,
+            num_hidden_layers=1,
+            intermediate_size=32,
+            max_position_embeddings=MAX_POS,
+        )
+    )
     table = model.embeddings.position_embeddings.weight
     assert torch.count_nonzero(table[PAD]) == 0 and torch.count_nonzero(table[PAD + 1]) > 0
     ids = torch.tensor([[0, 7, 8, 2, 1, 1]])
@@ -105,8 +112,14 @@ def test_pad_row_of_position_table_is_zero_and_gets_no_gradient():
 
 
 def test_too_long_sequence_names_the_offset():
-    config = RobertaConfig(vocab_size=50, hidden_size=16, num_attention_heads=2,
-                           num_hidden_layers=1, intermediate_size=32, max_position_embeddings=MAX_POS)
+    config = RobertaConfig(
+        vocab_size=50,
+        hidden_size=16,
+        num_attention_heads=2,
+        num_hidden_layers=1,
+        intermediate_size=32,
+        max_position_embeddings=MAX_POS,
+    )
     model = RobertaModel(config)
     model(torch.full((1, MAX_POS - 2), 5))  # 18 tokens use positions 2..19: fits exactly
     with pytest.raises(ValueError, match="allows 18 tokens"):
@@ -114,9 +127,16 @@ def test_too_long_sequence_names_the_offset():
 
 
 def test_single_segment_type():
-    model = RobertaModel(RobertaConfig(vocab_size=50, hidden_size=16, num_attention_heads=2,
-                                       num_hidden_layers=1, intermediate_size=32,
-                                       max_position_embeddings=MAX_POS))
+    model = RobertaModel(
+        RobertaConfig(
+            vocab_size=50,
+            hidden_size=16,
+            num_attention_heads=2,
+            num_hidden_layers=1,
+            intermediate_size=32,
+            max_position_embeddings=MAX_POS,
+        )
+    )
     assert model.embeddings.token_type_embeddings.num_embeddings == 1
     with pytest.raises(ValueError, match="type_vocab_size=1"):
         model(torch.full((1, 4), 5), token_type_ids=torch.tensor([[0, 0, 1, 1]]))
@@ -198,7 +218,10 @@ def test_round_trip_state_dict_is_exact(cls_name):
         ("RobertaForTokenClassification", {"labels": torch.randint(0, 3, (3, SEQ))}),
         (
             "RobertaForQuestionAnswering",
-            {"start_positions": torch.tensor([1, 3, 20]), "end_positions": torch.tensor([2, 5, 20])},
+            {
+                "start_positions": torch.tensor([1, 3, 20]),
+                "end_positions": torch.tensor([2, 5, 20]),
+            },
         ),
     ],
 )
@@ -226,8 +249,15 @@ def test_mlm_decoder_is_tied_after_conversion():
 
 @pytest.mark.parametrize("cls_name", CLASSES)
 def test_counts_equal_built_models(cls_name):
-    config = RobertaConfig(vocab_size=333, hidden_size=60, num_attention_heads=5, num_hidden_layers=3,
-                           intermediate_size=70, max_position_embeddings=77, num_labels=5)
+    config = RobertaConfig(
+        vocab_size=333,
+        hidden_size=60,
+        num_attention_heads=5,
+        num_hidden_layers=3,
+        intermediate_size=70,
+        max_position_embeddings=77,
+        num_labels=5,
+    )
     counted = count_parameters(config, cls_name)
     assert counted["total"] == getattr(rob, cls_name)(config).num_parameters()
     assert counted["total"] == sum(counted[c] for c in COMPONENTS)
@@ -235,7 +265,10 @@ def test_counts_equal_built_models(cls_name):
 
 def test_published_roberta_sizes():
     # exact transformers counts (RobertaModel includes the pooler, as transformers builds it)
-    base, large = RobertaConfig.from_preset("roberta-base"), RobertaConfig.from_preset("roberta-large")
+    base, large = (
+        RobertaConfig.from_preset("roberta-base"),
+        RobertaConfig.from_preset("roberta-large"),
+    )
     assert count_parameters(base, "RobertaModel")["total"] == 124_645_632
     assert count_parameters(base, "RobertaForMaskedLM")["total"] == 124_697_433
     assert count_parameters(base, "RobertaForSequenceClassification")["total"] == 124_647_170

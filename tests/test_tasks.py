@@ -34,15 +34,22 @@ VERBS = "returns reads writes parsing created opens closes".split()
 
 def sentence(rng: random.Random) -> str:
     n1, n2 = rng.sample(NOUNS, 2)
-    return (f"The {n1} {rng.choice(VERBS)} a {rng.choice(ADJS)} {n2} of {rng.randint(2, 99)} "
-            f"items, and it is {rng.choice(['quickly', 'slowly', 'silently'])} done.")
+    return (
+        f"The {n1} {rng.choice(VERBS)} a {rng.choice(ADJS)} {n2} of {rng.randint(2, 99)} "
+        f"items, and it is {rng.choice(['quickly', 'slowly', 'silently'])} done."
+    )
 
 
 def make_corpus(n_docs=40, seed=0) -> Corpus:
     rng = random.Random(seed)
     # Titles as in the built-in corpus: the language reference and the library's docstrings.
-    docs = [Document(f"{'topics' if d % 3 == 0 else 'stdlib'}/doc{d}",
-                     [sentence(rng) for _ in range(rng.randint(3, 7))]) for d in range(n_docs)]
+    docs = [
+        Document(
+            f"{'topics' if d % 3 == 0 else 'stdlib'}/doc{d}",
+            [sentence(rng) for _ in range(rng.randint(3, 7))],
+        )
+        for d in range(n_docs)
+    ]
     return Corpus(train=docs[:32], validation=docs[32:], name="toy")
 
 
@@ -64,11 +71,27 @@ def bert():
 
 @pytest.mark.parametrize(
     "word, tag",
-    [("The", "DET"), ("it", "PRON"), ("of", "ADP"), ("and", "CONJ"), ("is", "AUX"),
-     ("quickly", "ADV"), ("configuration", "NOUN"), ("readable", "ADJ"), ("parsing", "VERB"),
-     ("created", "VERB"), ("42", "NUM"), ("3.14", "NUM"), (",", "PUNCT"), ("()", "PUNCT"),
-     ("python", "OTHER"), ("string", "OTHER"), ("only", "OTHER"), ("bed", "OTHER"),
-     ("expression1", "OTHER")],
+    [
+        ("The", "DET"),
+        ("it", "PRON"),
+        ("of", "ADP"),
+        ("and", "CONJ"),
+        ("is", "AUX"),
+        ("quickly", "ADV"),
+        ("configuration", "NOUN"),
+        ("readable", "ADJ"),
+        ("parsing", "VERB"),
+        ("created", "VERB"),
+        ("42", "NUM"),
+        ("3.14", "NUM"),
+        (",", "PUNCT"),
+        ("()", "PUNCT"),
+        ("python", "OTHER"),
+        ("string", "OTHER"),
+        ("only", "OTHER"),
+        ("bed", "OTHER"),
+        ("expression1", "OTHER"),
+    ],
 )
 def test_word_class_rules(word, tag):
     assert word_class(word) == tag
@@ -189,7 +212,9 @@ def test_word_class_labels_sit_on_the_first_token_of_each_word(tokenizer):
         assert len(e["labels"]) == len(e["input_ids"])
         # strip the specials: one before the sentence, the rest after it
         inner = e["labels"][1 : 1 + len(word_ids)]
-        assert all(lab == IGNORE_INDEX for lab in e["labels"][:1] + e["labels"][1 + len(word_ids):])
+        assert all(
+            lab == IGNORE_INDEX for lab in e["labels"][:1] + e["labels"][1 + len(word_ids) :]
+        )
         firsts = [i for i, w in enumerate(word_ids) if i == 0 or w != word_ids[i - 1]]
         assert [i for i, lab in enumerate(inner) if lab != IGNORE_INDEX] == firsts
         tags = [WORD_CLASSES[lab] for lab in inner if lab != IGNORE_INDEX]
@@ -198,11 +223,28 @@ def test_word_class_labels_sit_on_the_first_token_of_each_word(tokenizer):
 
 
 def test_word_class_examples_find_the_classes_of_the_toy_sentences(bert):
-    e = make_word_class_examples([["The parser returns a readable value of 42 items, and it is "
-                                   "quickly done."]], bert)[0]
+    e = make_word_class_examples(
+        [["The parser returns a readable value of 42 items, and it is quickly done."]], bert
+    )[0]
     tags = [WORD_CLASSES[lab] for lab in e["labels"] if lab != IGNORE_INDEX]
-    assert tags == ["DET", "OTHER", "OTHER", "DET", "ADJ", "OTHER", "ADP", "NUM", "OTHER",
-                    "PUNCT", "CONJ", "PRON", "AUX", "ADV", "OTHER", "PUNCT"]
+    assert tags == [
+        "DET",
+        "OTHER",
+        "OTHER",
+        "DET",
+        "ADJ",
+        "OTHER",
+        "ADP",
+        "NUM",
+        "OTHER",
+        "PUNCT",
+        "CONJ",
+        "PRON",
+        "AUX",
+        "ADV",
+        "OTHER",
+        "PUNCT",
+    ]
 
 
 # ----- extractive QA: cloze questions -------------------------------------------------------------
@@ -232,7 +274,9 @@ def test_cloze_qa_answer_span_decodes_to_the_answer(tokenizer):
         assert len(found) == 1
         if tokenizer.family == "wordpiece":  # segment B = the context and its [SEP]
             types = e["token_type_ids"]
-            assert set(types[: e["context_start"]]) == {0} and set(types[e["context_start"]:]) == {1}
+            assert set(types[: e["context_start"]]) == {0} and set(types[e["context_start"] :]) == {
+                1
+            }
 
 
 def test_cloze_qa_drops_neighbours_to_fit_and_skips_what_cannot(bert):
@@ -247,9 +291,15 @@ def test_cloze_qa_drops_neighbours_to_fit_and_skips_what_cannot(bert):
 # ----- tasks from a corpus ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name, kind", [("source", "classification"),
-                                        ("word_order", "classification"),
-                                        ("word_class", "tagging"), ("cloze_qa", "qa")])
+@pytest.mark.parametrize(
+    "name, kind",
+    [
+        ("source", "classification"),
+        ("word_order", "classification"),
+        ("word_class", "tagging"),
+        ("cloze_qa", "qa"),
+    ],
+)
 def test_build_task_tests_on_other_documents(bert, name, kind):
     task = build_task(name, CORPUS, bert, train_size=50, test_size=20, seed=0)
     assert task.kind == kind and len(task.train) == 50 and len(task.test) == 20

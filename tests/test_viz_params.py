@@ -301,8 +301,10 @@ def test_albert_embedding_size_is_a_slider_that_recounts_exactly():
     assert (slider.min, slider.max, slider.step) == (16, 1024, 16)
     for e in (64, 768):  # two of Table 3's settings
         slider.value = e
-        expected = count_parameters(AlbertConfig.from_preset("albert-base", embedding_size=e),
-                                    model_class=widget.model_class_select.value)
+        expected = count_parameters(
+            AlbertConfig.from_preset("albert-base", embedding_size=e),
+            model_class=widget.model_class_select.value,
+        )
         assert widget.config.embedding_size == e and widget.counts == expected
     assert widget.preset_select.value == CUSTOM
     widget.preset_select.value = "albert-large"  # a preset puts E back on the slider
@@ -313,6 +315,7 @@ def test_register_family_checks_its_sliders():
     with pytest.raises(ValueError, match="step that divides"):
         register_family("bad", ToyConfig, ("ToyModel",), sliders={"embedding_size": (4, 10, 4)})
     with pytest.raises(ValueError, match="slider 'depth' is not one of the fields"):
-        register_family("bad", ToyConfig, ("ToyModel",), fields=["hidden_size"],
-                        sliders={"depth": (1, 2, 1)})
+        register_family(
+            "bad", ToyConfig, ("ToyModel",), fields=["hidden_size"], sliders={"depth": (1, 2, 1)}
+        )
     assert "bad" not in PARAMETER_FAMILIES

@@ -21,7 +21,11 @@ import nbformat
 
 def py_to_notebook(text: str) -> nbformat.NotebookNode:
     nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
     nb.metadata["language_info"] = {"name": "python"}
     chunks: list[tuple[str, list[str]]] = []
     for line in text.splitlines():
@@ -65,7 +69,10 @@ def execute(path: Path, fast: bool = False, timeout: int = 1800) -> float:
     os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
     start = time.perf_counter()
     client = NotebookClient(
-        nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+        nb,
+        timeout=timeout,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(path.parent)}},
     )
     client.execute()
     seconds = time.perf_counter() - start
@@ -77,7 +84,9 @@ def execute(path: Path, fast: bool = False, timeout: int = 1800) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="cmd", required=True)
     a = sub.add_parser("from-py")
     a.add_argument("script", type=Path)

@@ -1,9 +1,9 @@
 """course_lib: the encoder-only family (BERT, RoBERTa, ALBERT, DeBERTa, DistilBERT) from parts.
 
-    >>> from course_lib import BertConfig, BertForMaskedLM, count_parameters
-    >>> config = BertConfig.from_preset("bert-base")
-    >>> count_parameters(config, "BertModel")["total"]
-    109482240
+>>> from course_lib import BertConfig, BertForMaskedLM, count_parameters
+>>> config = BertConfig.from_preset("bert-base")
+>>> count_parameters(config, "BertModel")["total"]
+109482240
 """
 
 from course_lib.config import BertConfig

@@ -104,20 +104,29 @@ class PretrainingCollator:
         if all(has_labels):  # already masked (StaticMaskedDataset): pad only
             batch["labels"] = _pad([_as_list(e["labels"]) for e in examples], width, IGNORE_INDEX)
         elif any(has_labels):
-            raise ValueError("Some examples carry 'labels' and some do not; do not mix "
-                             "statically masked examples with unmasked ones in one batch.")
+            raise ValueError(
+                "Some examples carry 'labels' and some do not; do not mix "
+                "statically masked examples with unmasked ones in one batch."
+            )
         elif self.masking is not None:
             word_ids = None
             if self.masking.whole_word:
                 if not all("word_ids" in e for e in examples):
-                    raise ValueError("Whole-word masking needs 'word_ids' in every example; "
-                                     "build examples with course_lib.data.pairs.")
+                    raise ValueError(
+                        "Whole-word masking needs 'word_ids' in every example; "
+                        "build examples with course_lib.data.pairs."
+                    )
                 word_ids = _pad([_as_list(e["word_ids"]) for e in examples], width, NO_WORD)
             special = build_special_tokens_mask(input_ids, self.special_ids, attention_mask)
             batch["input_ids"], batch["labels"] = mask_tokens(
-                input_ids, special, self.mask_token_id, self.vocab_size, self.masking,
+                input_ids,
+                special,
+                self.mask_token_id,
+                self.vocab_size,
+                self.masking,
                 generator if generator is not None else self._default_generator(),
-                word_ids=word_ids, non_special_ids=self.non_special_ids,
+                word_ids=word_ids,
+                non_special_ids=self.non_special_ids,
             )
 
         for key in SENTENCE_LABELS:

@@ -95,8 +95,20 @@ SUFFIX_EXCEPTIONS = frozenset(
     "string strings thing things bring king ring spring apply reply supply family assembly "
     "multiply early only fly need speed feed seed embed embedded bed red hundred".split()
 )
-WORD_CLASSES = ("OTHER", "DET", "PRON", "ADP", "CONJ", "AUX", "ADV", "ADJ", "NOUN", "VERB",
-                "NUM", "PUNCT")
+WORD_CLASSES = (
+    "OTHER",
+    "DET",
+    "PRON",
+    "ADP",
+    "CONJ",
+    "AUX",
+    "ADV",
+    "ADJ",
+    "NOUN",
+    "VERB",
+    "NUM",
+    "PUNCT",
+)
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 
 
@@ -168,8 +180,10 @@ class Task:
     def summary(self) -> str:
         """One line: name, kind, sizes and labels."""
         labels = f"{len(self.label_names)} labels" if self.kind != "qa" else "answer spans"
-        return (f"{self.name} ({self.kind}): {len(self.train):,} train / {len(self.test):,} "
-                f"test examples, {labels}")
+        return (
+            f"{self.name} ({self.kind}): {len(self.train):,} train / {len(self.test):,} "
+            f"test examples, {labels}"
+        )
 
     def _split(self, split: str) -> Examples:
         if split not in ("train", "test"):
@@ -272,7 +286,9 @@ def make_word_order_examples(
     _check_tokenizer(tokenizer)
     _check_n(n)
     if corruption not in CORRUPTIONS:
-        raise ValueError(f"corruption={corruption!r} is invalid: choose one of {tuple(CORRUPTIONS)}.")
+        raise ValueError(
+            f"corruption={corruption!r} is invalid: choose one of {tuple(CORRUPTIONS)}."
+        )
     corrupt = CORRUPTIONS[corruption]
     rng = random.Random(seed)
     sentences = [s for s in _sentences(documents) if len(s.split()) >= min_words]
@@ -323,13 +339,16 @@ def make_source_examples(
     pools: dict[str, list[str]] = {label: [] for label in labels}
     for doc in documents:
         if source_of(doc.title) in pools:
-            pools[source_of(doc.title)].extend(s for s in doc.sentences
-                                               if len(s.split()) >= min_words)
+            pools[source_of(doc.title)].extend(
+                s for s in doc.sentences if len(s.split()) >= min_words
+            )
     empty = [label for label, pool in pools.items() if not pool]
     if empty:
         found = sorted({source_of(d.title) for d in documents})
-        raise ValueError(f"no sentences from {empty}: document titles start with {found}; pass "
-                         "labels=... naming two of those.")
+        raise ValueError(
+            f"no sentences from {empty}: document titles start with {found}; pass "
+            "labels=... naming two of those."
+        )
     for pool in pools.values():
         rng.shuffle(pool)
     examples, skipped = [], Counter()
@@ -378,19 +397,23 @@ def make_word_class_examples(
             continue
         labels, previous = [], None
         for w in word_ids:
-            labels.append(tag_id[word_class(words[w])] if w >= 0 and w != previous else IGNORE_INDEX)
+            labels.append(
+                tag_id[word_class(words[w])] if w >= 0 and w != previous else IGNORE_INDEX
+            )
             previous = w
         input_ids, types = tokenizer.build_inputs_with_special_tokens(ids)
         # The specials wrap the sentence: one before it, the rest after it.
         labels = [IGNORE_INDEX] + labels + [IGNORE_INDEX] * (len(input_ids) - len(labels) - 1)
-        examples.append({
-            "input_ids": input_ids,
-            "token_type_ids": types,
-            "attention_mask": [1] * len(input_ids),
-            "labels": labels,
-            "words": words,
-            "text": sentence,
-        })
+        examples.append(
+            {
+                "input_ids": input_ids,
+                "token_type_ids": types,
+                "attention_mask": [1] * len(input_ids),
+                "labels": labels,
+                "words": words,
+                "text": sentence,
+            }
+        )
     return Examples(examples, skipped=sum(skipped.values()), counts=dict(skipped))
 
 
@@ -491,18 +514,20 @@ def make_cloze_qa_examples(
         first, last = _token_span(c_enc.offsets, a_start, a_start + len(answer))
         input_ids, types = tokenizer.build_inputs_with_special_tokens(q_ids, c_enc.ids)
         offset = len(q_ids) + between
-        examples.append({
-            "input_ids": input_ids,
-            "token_type_ids": types,
-            "attention_mask": [1] * len(input_ids),
-            "start_positions": offset + first,
-            "end_positions": offset + last,
-            "context_start": offset,
-            "context_end": offset + len(c_enc.ids),
-            "question": question,
-            "context": context,
-            "answer": answer,
-        })
+        examples.append(
+            {
+                "input_ids": input_ids,
+                "token_type_ids": types,
+                "attention_mask": [1] * len(input_ids),
+                "start_positions": offset + first,
+                "end_positions": offset + last,
+                "context_start": offset,
+                "context_end": offset + len(c_enc.ids),
+                "question": question,
+                "context": context,
+                "answer": answer,
+            }
+        )
     return Examples(examples, skipped=sum(skipped.values()), counts=dict(skipped))
 
 
@@ -531,7 +556,12 @@ _BUILDERS: dict[str, tuple[str, Callable[..., Examples], str]] = {
     ),
 }
 TASK_NAMES = tuple(_BUILDERS)
-_LABELS = {"source": ("topics", "stdlib"), "word_order": ("original", "reordered"), "word_class": WORD_CLASSES, "cloze_qa": ()}
+_LABELS = {
+    "source": ("topics", "stdlib"),
+    "word_order": ("original", "reordered"),
+    "word_class": WORD_CLASSES,
+    "cloze_qa": (),
+}
 
 
 def build_task(
@@ -551,22 +581,35 @@ def build_task(
     if name not in _BUILDERS:
         raise ValueError(f"task {name!r} is unknown; choose one of {TASK_NAMES}.")
     if not isinstance(corpus, Corpus):
-        raise TypeError(f"build_task needs a Corpus (load_builtin_corpus()), got {type(corpus).__name__}.")
+        raise TypeError(
+            f"build_task needs a Corpus (load_builtin_corpus()), got {type(corpus).__name__}."
+        )
     if not corpus.validation:
-        raise ValueError("the corpus has no validation documents to test on; load it with "
-                         "validation_fraction > 0.")
+        raise ValueError(
+            "the corpus has no validation documents to test on; load it with "
+            "validation_fraction > 0."
+        )
     kind, builder, description = _BUILDERS[name]
     if max_length is None:
         max_length = 128 if kind == "qa" else 64
-    train = builder(corpus.train, tokenizer, max_length=max_length, n=train_size, seed=seed,
-                    **options)
-    test = builder(corpus.validation, tokenizer, max_length=max_length, n=test_size,
-                   seed=seed + 1, **options)
+    train = builder(
+        corpus.train, tokenizer, max_length=max_length, n=train_size, seed=seed, **options
+    )
+    test = builder(
+        corpus.validation, tokenizer, max_length=max_length, n=test_size, seed=seed + 1, **options
+    )
     if not train or not test:
-        raise ValueError(f"task {name!r} produced {len(train)} train and {len(test)} test "
-                         f"examples; raise max_length (now {max_length}) or use more text.")
-    info = {"max_length": max_length, "seed": seed, **options, "skipped_train": train.counts,
-            "skipped_test": test.counts}
+        raise ValueError(
+            f"task {name!r} produced {len(train)} train and {len(test)} test "
+            f"examples; raise max_length (now {max_length}) or use more text."
+        )
+    info = {
+        "max_length": max_length,
+        "seed": seed,
+        **options,
+        "skipped_train": train.counts,
+        "skipped_test": test.counts,
+    }
     return Task(name, kind, train, test, _LABELS[name], tokenizer.pad_token_id, description, info)
 
 

@@ -1,14 +1,14 @@
 """BERT <-> transformers: the weight-name table and config translation.
 
-    course_lib                              transformers
-    backbone.embeddings.*                   bert.embeddings.*                 (same names)
-    backbone.encoder.layers.{i}.attention.query   bert.encoder.layer.{i}.attention.self.query
-    ...attention.output                     ...attention.output.dense
-    ...attention_norm                       ...attention.output.LayerNorm
-    ...feed_forward.up / .down              ...intermediate.dense / ...output.dense
-    ...output_norm                          ...output.LayerNorm
-    mlm_head.dense / LayerNorm / decoder.bias    cls.predictions.transform.dense / .LayerNorm / .bias
-    nsp_head.classifier                     cls.seq_relationship
+course_lib                              transformers
+backbone.embeddings.*                   bert.embeddings.*                 (same names)
+backbone.encoder.layers.{i}.attention.query   bert.encoder.layer.{i}.attention.self.query
+...attention.output                     ...attention.output.dense
+...attention_norm                       ...attention.output.LayerNorm
+...feed_forward.up / .down              ...intermediate.dense / ...output.dense
+...output_norm                          ...output.LayerNorm
+mlm_head.dense / LayerNorm / decoder.bias    cls.predictions.transform.dense / .LayerNorm / .bias
+nsp_head.classifier                     cls.seq_relationship
 """
 
 from __future__ import annotations
@@ -68,13 +68,17 @@ def config_to_hf(config: BertConfig) -> Any:
     import transformers
 
     if config.pre_layer_norm:
-        raise ValueError("transformers' BERT is post-LN; a pre_layer_norm=True model has no equivalent.")
+        raise ValueError(
+            "transformers' BERT is post-LN; a pre_layer_norm=True model has no equivalent."
+        )
     return transformers.BertConfig(
         **{f: getattr(config, f) for f in SHARED_FIELDS}, num_labels=config.num_labels
     )
 
 
-def backbone_table(config: BertConfig, ours: str, theirs: str, pooler: bool) -> list[tuple[str, str]]:
+def backbone_table(
+    config: BertConfig, ours: str, theirs: str, pooler: bool
+) -> list[tuple[str, str]]:
     """Keys of the encoder body; `ours`/`theirs` are the prefixes ('backbone.'/'bert.' or '')."""
     table = [(f"{ours}embeddings.{a}", f"{theirs}embeddings.{b}") for a, b in EMBEDDING_KEYS]
     for i in range(config.num_hidden_layers):
@@ -84,7 +88,9 @@ def backbone_table(config: BertConfig, ours: str, theirs: str, pooler: bool) -> 
                     (f"{ours}encoder.layers.{i}.{a}.{p}", f"{theirs}encoder.layer.{i}.{b}.{p}")
                 )
     if pooler:
-        table += [(f"{ours}pooler.dense.{p}", f"{theirs}pooler.dense.{p}") for p in ("weight", "bias")]
+        table += [
+            (f"{ours}pooler.dense.{p}", f"{theirs}pooler.dense.{p}") for p in ("weight", "bias")
+        ]
     return table
 
 
@@ -109,7 +115,9 @@ HEAD_KEYS = {
     "BertForTokenClassification": [
         (f"classifier.classifier.{p}", f"classifier.{p}") for p in ("weight", "bias")
     ],
-    "BertForQuestionAnswering": [(f"qa_head.qa_outputs.{p}", f"qa_outputs.{p}") for p in ("weight", "bias")],
+    "BertForQuestionAnswering": [
+        (f"qa_head.qa_outputs.{p}", f"qa_outputs.{p}") for p in ("weight", "bias")
+    ],
 }
 
 
@@ -138,10 +146,10 @@ def _register_all() -> None:
                 hf_class_name=name,
                 config_from_hf=config_from_hf,
                 config_to_hf=config_to_hf,
-                key_table=lambda c, cls=cls, name=name: backbone_table(
-                    c, "backbone.", "bert.", pooler=cls.add_pooling_layer
-                )
-                + HEAD_KEYS[name],
+                key_table=lambda c, cls=cls, name=name: (
+                    backbone_table(c, "backbone.", "bert.", pooler=cls.add_pooling_layer)
+                    + HEAD_KEYS[name]
+                ),
                 hf_aliases=(lambda c: MLM_ALIASES) if has_mlm else (lambda c: {}),
             )
         )

@@ -1,14 +1,14 @@
 """DistilBERT <-> transformers: config names and the weight-name table.
 
-    course_lib                                  transformers
-    backbone.embeddings.word/position/LayerNorm distilbert.embeddings.* (same names, no token types)
-    ...encoder.layers.{i}.attention.query/key/value/output   ...transformer.layer.{i}.attention.q_lin/k_lin/v_lin/out_lin
-    ...attention_norm / output_norm             ...sa_layer_norm / output_layer_norm
-    ...feed_forward.up / down                   ...ffn.lin1 / ffn.lin2
-    mlm_head.dense / LayerNorm / decoder.bias   vocab_transform / vocab_layer_norm / vocab_projector.bias
-    classifier.pre_classifier / classifier      pre_classifier / classifier  (sequence classification)
-    classifier.classifier                       classifier                   (token classification)
-    qa_head.qa_outputs                          qa_outputs
+course_lib                                  transformers
+backbone.embeddings.word/position/LayerNorm distilbert.embeddings.* (same names, no token types)
+...encoder.layers.{i}.attention.query/key/value/output   ...transformer.layer.{i}.attention.q_lin/k_lin/v_lin/out_lin
+...attention_norm / output_norm             ...sa_layer_norm / output_layer_norm
+...feed_forward.up / down                   ...ffn.lin1 / ffn.lin2
+mlm_head.dense / LayerNorm / decoder.bias   vocab_transform / vocab_layer_norm / vocab_projector.bias
+classifier.pre_classifier / classifier      pre_classifier / classifier  (sequence classification)
+classifier.classifier                       classifier                   (token classification)
+qa_head.qa_outputs                          qa_outputs
 """
 
 from __future__ import annotations
@@ -125,8 +125,9 @@ def _register_all() -> None:
                 hf_class_name=name,
                 config_from_hf=config_from_hf,
                 config_to_hf=config_to_hf,
-                key_table=lambda c, name=name, prefix=prefix: backbone_table(c, *prefix)
-                + HEAD_KEYS[name],
+                key_table=lambda c, name=name, prefix=prefix: (
+                    backbone_table(c, *prefix) + HEAD_KEYS[name]
+                ),
                 hf_aliases=(lambda c: MLM_ALIASES)
                 if name == "DistilBertForMaskedLM"
                 else (lambda c: {}),

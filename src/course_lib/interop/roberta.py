@@ -1,11 +1,11 @@
 """RoBERTa <-> transformers: BERT's table with the prefix `roberta.` and RoBERTa's own heads.
 
-    course_lib                                  transformers
-    backbone.*  (encoder body)                  roberta.*  (same table as BERT's)
-    mlm_head.dense / LayerNorm / decoder.bias   lm_head.dense / lm_head.layer_norm / lm_head.bias
-    classifier.dense / out_proj                 classifier.dense / classifier.out_proj
-    classifier.classifier (token tagging)       classifier
-    qa_head.qa_outputs                          qa_outputs
+course_lib                                  transformers
+backbone.*  (encoder body)                  roberta.*  (same table as BERT's)
+mlm_head.dense / LayerNorm / decoder.bias   lm_head.dense / lm_head.layer_norm / lm_head.bias
+classifier.dense / out_proj                 classifier.dense / classifier.out_proj
+classifier.classifier (token tagging)       classifier
+qa_head.qa_outputs                          qa_outputs
 """
 
 from __future__ import annotations
@@ -84,11 +84,13 @@ def _register_all() -> None:
                 hf_class_name=name,
                 config_from_hf=config_from_hf,
                 config_to_hf=config_to_hf,
-                key_table=lambda c, cls=cls, name=name: backbone_table(
-                    c, "backbone.", "roberta.", pooler=cls.add_pooling_layer
-                )
-                + HEAD_KEYS[name],
-                hf_aliases=(lambda c: MLM_ALIASES) if name == "RobertaForMaskedLM" else (lambda c: {}),
+                key_table=lambda c, cls=cls, name=name: (
+                    backbone_table(c, "backbone.", "roberta.", pooler=cls.add_pooling_layer)
+                    + HEAD_KEYS[name]
+                ),
+                hf_aliases=(lambda c: MLM_ALIASES)
+                if name == "RobertaForMaskedLM"
+                else (lambda c: {}),
             )
         )
 

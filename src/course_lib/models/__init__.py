@@ -90,7 +90,8 @@ MODEL_CLASSES: dict[str, type] = {
 }
 
 CONFIG_CLASSES: dict[str, type[BertConfig]] = {
-    cls.model_type: cls for cls in (BertConfig, RobertaConfig, AlbertConfig, DebertaConfig, DistilBertConfig)
+    cls.model_type: cls
+    for cls in (BertConfig, RobertaConfig, AlbertConfig, DebertaConfig, DistilBertConfig)
 }
 
 

@@ -52,7 +52,9 @@ class BertModel(PreTrainedEncoder):
         x = self.embeddings(input_ids, token_type_ids)
         # [batch, 1, 1, seq] keep-mask: broadcast over heads and query positions.
         keep = attention_mask[:, None, None, :].bool()
-        x, hidden_states, attentions = self.encoder(x, keep, output_attentions, output_hidden_states)
+        x, hidden_states, attentions = self.encoder(
+            x, keep, output_attentions, output_hidden_states
+        )
         return ModelOutput(
             last_hidden_state=x,
             pooler_output=self.pooler(x) if self.pooler is not None else None,
@@ -101,7 +103,9 @@ class _WithBackbone(PreTrainedEncoder):
         super().__init__(config)
         self.backbone = self.base_model_class(config, add_pooling_layer=self.add_pooling_layer)
 
-    def run_backbone(self, input_ids, attention_mask, token_type_ids, output_attentions, output_hidden_states):
+    def run_backbone(
+        self, input_ids, attention_mask, token_type_ids, output_attentions, output_hidden_states
+    ):
         return self.backbone(
             input_ids=input_ids,
             attention_mask=attention_mask,
@@ -133,7 +137,9 @@ class BertForMaskedLM(_WithBackbone):
         output_attentions: bool = False,
         output_hidden_states: bool = False,
     ) -> ModelOutput:
-        out = self.run_backbone(input_ids, attention_mask, token_type_ids, output_attentions, output_hidden_states)
+        out = self.run_backbone(
+            input_ids, attention_mask, token_type_ids, output_attentions, output_hidden_states
+        )
         loss, logits, positions = masked_lm_loss(self.mlm_head, out.last_hidden_state, labels)
         out.loss, out.mlm_loss, out.mlm_logits, out.mlm_positions = loss, loss, logits, positions
         return out
@@ -161,7 +167,9 @@ class BertForPreTraining(_WithBackbone):
         output_attentions: bool = False,
         output_hidden_states: bool = False,
     ) -> ModelOutput:
-        out = self.run_backbone(input_ids, attention_mask, token_type_ids, output_attentions, output_hidden_states)
+        out = self.run_backbone(
+            input_ids, attention_mask, token_type_ids, output_attentions, output_hidden_states
+        )
         mlm_loss, logits, positions = masked_lm_loss(self.mlm_head, out.last_hidden_state, labels)
         out.mlm_loss, out.mlm_logits, out.mlm_positions = mlm_loss, logits, positions
         out.nsp_logits = self.nsp_head(out.pooler_output)
@@ -191,7 +199,9 @@ class BertForSequenceClassification(_WithBackbone):
         output_attentions: bool = False,
         output_hidden_states: bool = False,
     ) -> ModelOutput:
-        out = self.run_backbone(input_ids, attention_mask, token_type_ids, output_attentions, output_hidden_states)
+        out = self.run_backbone(
+            input_ids, attention_mask, token_type_ids, output_attentions, output_hidden_states
+        )
         out.logits = self.classifier(out.pooler_output)
         if labels is not None:
             if self.config.num_labels == 1:
@@ -218,7 +228,9 @@ class BertForTokenClassification(_WithBackbone):
         output_attentions: bool = False,
         output_hidden_states: bool = False,
     ) -> ModelOutput:
-        out = self.run_backbone(input_ids, attention_mask, token_type_ids, output_attentions, output_hidden_states)
+        out = self.run_backbone(
+            input_ids, attention_mask, token_type_ids, output_attentions, output_hidden_states
+        )
         out.logits = self.classifier(out.last_hidden_state)
         if labels is not None:
             out.loss = F.cross_entropy(out.logits.flatten(0, 1).float(), labels.flatten())
@@ -243,7 +255,9 @@ class BertForQuestionAnswering(_WithBackbone):
         output_attentions: bool = False,
         output_hidden_states: bool = False,
     ) -> ModelOutput:
-        out = self.run_backbone(input_ids, attention_mask, token_type_ids, output_attentions, output_hidden_states)
+        out = self.run_backbone(
+            input_ids, attention_mask, token_type_ids, output_attentions, output_hidden_states
+        )
         out.start_logits, out.end_logits = self.qa_head(out.last_hidden_state)
         if start_positions is not None and end_positions is not None:
             # Positions outside the sequence (answer truncated away) are ignored, as in transformers.

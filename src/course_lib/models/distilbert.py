@@ -179,7 +179,9 @@ def init_student_from_teacher(
             f"layers={layers} is invalid: expected a non-empty list of teacher layer indices in "
             f"[0, {n_teacher}) (the teacher has {n_teacher} layers)."
         )
-    fields = {k: v for k, v in t_config.to_dict().items() if k not in ("model_type", "type_vocab_size")}
+    fields = {
+        k: v for k, v in t_config.to_dict().items() if k not in ("model_type", "type_vocab_size")
+    }
     config = DistilBertConfig(**{**fields, "num_hidden_layers": len(layers), "type_vocab_size": 0})
     student = DistilBertForMaskedLM(config)
     s_emb, t_emb = student.backbone.embeddings, backbone.embeddings
@@ -189,7 +191,9 @@ def init_student_from_teacher(
     for s_layer, t_index in zip(student.backbone.encoder.layers, layers):
         s_layer.load_state_dict(backbone.encoder.layers[t_index].state_dict())
     if backbone.encoder.final_norm is not None:  # pre-LN teachers end with one more LayerNorm
-        student.backbone.encoder.final_norm.load_state_dict(backbone.encoder.final_norm.state_dict())
+        student.backbone.encoder.final_norm.load_state_dict(
+            backbone.encoder.final_norm.state_dict()
+        )
     t_head = getattr(teacher, "mlm_head", None)
     if t_head is not None:
         for name in ("dense", "LayerNorm"):

@@ -63,7 +63,9 @@ class RobertaConfig(BertConfig):
 
     @property
     def classifier_dropout_prob(self) -> float:
-        return self.hidden_dropout_prob if self.classifier_dropout is None else self.classifier_dropout
+        return (
+            self.hidden_dropout_prob if self.classifier_dropout is None else self.classifier_dropout
+        )
 
 
 def create_position_ids_from_input_ids(input_ids: Tensor, padding_idx: int) -> Tensor:
@@ -79,7 +81,9 @@ class RobertaEmbeddings(BertEmbeddings):
         super().__init__(config, embedding_size)
         self.padding_idx = config.pad_token_id
         self.position_embeddings = nn.Embedding(
-            config.max_position_embeddings, self.word_embeddings.embedding_dim, padding_idx=self.padding_idx
+            config.max_position_embeddings,
+            self.word_embeddings.embedding_dim,
+            padding_idx=self.padding_idx,
         )
 
     def position_ids(self, input_ids: Tensor) -> Tensor:

@@ -12,7 +12,11 @@ from course_lib.config import BertConfig
 
 
 def scaled_dot_product_attention(
-    query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None, dropout: nn.Module | None = None
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    mask: Tensor | None = None,
+    dropout: nn.Module | None = None,
 ) -> tuple[Tensor, Tensor]:
     """softmax(Q K^T / sqrt(d) + mask) V, returning the output and the attention probabilities.
 

@@ -44,10 +44,14 @@ class Encoder(nn.Module):
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
-        self.layers = nn.ModuleList(self.layer_class(config) for _ in range(config.num_hidden_layers))
+        self.layers = nn.ModuleList(
+            self.layer_class(config) for _ in range(config.num_hidden_layers)
+        )
         # Pre-LN leaves the residual stream un-normalised, so it needs one LayerNorm at the end.
         self.final_norm = (
-            nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if config.pre_layer_norm else None
+            nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+            if config.pre_layer_norm
+            else None
         )
 
     def forward(

@@ -32,7 +32,9 @@ def get_activation(name: str):
     try:
         return _ACTIVATIONS[name]
     except KeyError:
-        raise ValueError(f"unknown activation {name!r}; choose one of {sorted(_ACTIVATIONS)}") from None
+        raise ValueError(
+            f"unknown activation {name!r}; choose one of {sorted(_ACTIVATIONS)}"
+        ) from None
 
 
 class FeedForward(nn.Module):

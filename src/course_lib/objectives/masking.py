@@ -87,7 +87,8 @@ def span_start_probability(mlm_probability: float, max_ngram: int) -> float:
 
 
 def build_special_tokens_mask(
-    input_ids: torch.Tensor, special_ids: list[int] | torch.Tensor,
+    input_ids: torch.Tensor,
+    special_ids: list[int] | torch.Tensor,
     attention_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """True where a token is special ([CLS], [SEP], [PAD], ...) or padding: never selected."""
@@ -180,8 +181,9 @@ def mask_tokens(
     selected = covered.gather(1, units) & ~special_tokens_mask
 
     if non_special_ids is None:
-        banned = torch.cat([input_ids[special_tokens_mask].unique(),
-                            torch.tensor([mask_token_id], device=device)])
+        banned = torch.cat(
+            [input_ids[special_tokens_mask].unique(), torch.tensor([mask_token_id], device=device)]
+        )
         pool = torch.arange(vocab_size, device=device)
         non_special_ids = pool[~torch.isin(pool, banned)]
     pool = non_special_ids.to(device)
@@ -190,11 +192,15 @@ def mask_tokens(
 
     gen_device = generator.device
     action = torch.rand(batch, seq, generator=generator, device=gen_device).to(device)
-    random_ids = pool[torch.randint(pool.numel(), (batch, seq), generator=generator,
-                                    device=gen_device).to(device)]
+    random_ids = pool[
+        torch.randint(pool.numel(), (batch, seq), generator=generator, device=gen_device).to(device)
+    ]
     to_mask = selected & (action < config.mask_replace_prob)
-    to_random = (selected & (action >= config.mask_replace_prob)
-                 & (action < config.mask_replace_prob + config.random_replace_prob))
+    to_random = (
+        selected
+        & (action >= config.mask_replace_prob)
+        & (action < config.mask_replace_prob + config.random_replace_prob)
+    )
 
     labels = torch.where(selected, input_ids, torch.full_like(input_ids, IGNORE_INDEX))
     masked = torch.where(to_mask, torch.full_like(input_ids, mask_token_id), input_ids)

@@ -130,9 +130,7 @@ def fill_mask_report(
     hidden word is among them ("hit"). Compare before and after training. `max_tokens`: use
     only sentences that fit the length the model was pretrained on."""
     rows = []
-    for text, answer in masked_word_examples(
-        tokenizer, sentences, n, seed, max_tokens=max_tokens
-    ):
+    for text, answer in masked_word_examples(tokenizer, sentences, n, seed, max_tokens=max_tokens):
         predictions = fill_mask(model, tokenizer, text, top_k)
         words = [p["token_str"] for p in predictions]
         rows.append(

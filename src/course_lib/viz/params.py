@@ -263,8 +263,13 @@ def _field_widget(family: ParameterFamily, name: str, value: Any) -> Any:
         low, high, step = family.sliders[name]
         # Redraw on release only: every count redraws the chart.
         return widgets.IntSlider(
-            value=min(max(value, low), high), min=low, max=high, step=step,
-            description=label, style=style, continuous_update=False,
+            value=min(max(value, low), high),
+            min=low,
+            max=high,
+            step=step,
+            description=label,
+            style=style,
+            continuous_update=False,
         )
     if isinstance(value, int):
         # Unbounded: a bounded box would silently clamp values such as DeBERTa's -1 ("same
