@@ -53,7 +53,7 @@ def count_parameters(config: Any, model_class: str | type = "BertModel") -> dict
     `config` is a config object (e.g. BertConfig(...)) or its `to_dict()` (with "model_type").
     """
     if isinstance(config, dict):
-        from course_lib.models import config_from_dict
+        from course_lib.config import config_from_dict
 
         config = config_from_dict(config)
     if not hasattr(config, "model_type") and hasattr(getattr(config, "config", None), "model_type"):

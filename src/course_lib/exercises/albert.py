@@ -10,9 +10,10 @@ from typing import Any
 
 from torch import nn
 
+from course_lib.config import AlbertConfig
 from course_lib.counting import count_parameters
 from course_lib.exercises.core import ExerciseError, expect, passed, run_learner_code
-from course_lib.models.albert import AlbertConfig, AlbertEmbeddings
+from course_lib.models.albert import AlbertEmbeddings
 
 
 def _embedding_module_parameters(V: int, E: int, H: int, P: int, T: int) -> int:  # noqa: N803

@@ -21,10 +21,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from course_lib.config import AlbertConfig
 from course_lib.interop.bert import EMBEDDING_KEYS
 from course_lib.interop.core import Conversion, register
 from course_lib.models import albert as m
-from course_lib.models.albert import AlbertConfig
 from course_lib.modules.sharing import sharing_plan
 
 SHARED_FIELDS = (

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from course_lib.config import DebertaConfig
 from course_lib.interop.core import Conversion, register
 from course_lib.models import deberta as m
-from course_lib.models.deberta import DebertaConfig
 
 SHARED_FIELDS = (
     "vocab_size",

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from course_lib.config import DistilBertConfig
 from course_lib.interop.core import Conversion, register
 from course_lib.models import distilbert as m
-from course_lib.models.distilbert import DistilBertConfig
 
 # (ours, transformers) config field names
 CONFIG_FIELDS = [

@@ -260,7 +260,7 @@ def _prelayernorm_target(hf_model: nn.Module, metadata: dict | None) -> tuple[ty
 def course_equivalent(hf_model: nn.Module) -> nn.Module:
     """The course_lib model computing what `hf_model` computes: the recorded class and config
     when the folder came from `course export`, else translated from the transformers config."""
-    from course_lib.models import config_from_dict
+    from course_lib.config import config_from_dict
 
     metadata = getattr(hf_model.config, METADATA_KEY, None)
     if type(hf_model).__name__.startswith("RobertaPreLayerNorm"):

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from course_lib.config import RobertaConfig
 from course_lib.interop.bert import SHARED_FIELDS, backbone_table
 from course_lib.interop.core import Conversion, register
 from course_lib.models import roberta as m
-from course_lib.models.roberta import RobertaConfig
 
 
 def config_from_hf(hf_config: Any) -> RobertaConfig:

@@ -1,10 +1,16 @@
 """Model classes of every family, and registries by class name and by model_type (used by
 checkpoints, the command line and interop)."""
 
-from course_lib.config import BertConfig
+from course_lib.config import (
+    CONFIG_CLASSES,
+    AlbertConfig,
+    DebertaConfig,
+    DistilBertConfig,
+    RobertaConfig,
+    config_from_dict,
+)
 from course_lib.models.albert import (
     ALBERT_CLASSES,
-    AlbertConfig,
     AlbertForMaskedLM,
     AlbertForPreTraining,
     AlbertForQuestionAnswering,
@@ -21,7 +27,6 @@ from course_lib.models.bert import (
     BertModel,
 )
 from course_lib.models.deberta import (
-    DebertaConfig,
     DebertaForMaskedLM,
     DebertaForQuestionAnswering,
     DebertaForSequenceClassification,
@@ -29,7 +34,6 @@ from course_lib.models.deberta import (
     DebertaModel,
 )
 from course_lib.models.distilbert import (
-    DistilBertConfig,
     DistilBertForMaskedLM,
     DistilBertForQuestionAnswering,
     DistilBertForSequenceClassification,
@@ -38,7 +42,6 @@ from course_lib.models.distilbert import (
 )
 from course_lib.models.outputs import ModelOutput
 from course_lib.models.roberta import (
-    RobertaConfig,
     RobertaForMaskedLM,
     RobertaForQuestionAnswering,
     RobertaForSequenceClassification,
@@ -88,20 +91,6 @@ MODEL_CLASSES: dict[str, type] = {
     **DEBERTA_CLASSES,
     **DISTILBERT_CLASSES,
 }
-
-CONFIG_CLASSES: dict[str, type[BertConfig]] = {
-    cls.model_type: cls
-    for cls in (BertConfig, RobertaConfig, AlbertConfig, DebertaConfig, DistilBertConfig)
-}
-
-
-def config_from_dict(data: dict) -> BertConfig:
-    """Rebuild any family's config from `config.to_dict()` (its `model_type` says which)."""
-    model_type = data.get("model_type", "bert")
-    if model_type not in CONFIG_CLASSES:
-        raise ValueError(f"unknown model_type {model_type!r}; known: {sorted(CONFIG_CLASSES)}.")
-    return CONFIG_CLASSES[model_type].from_dict(data)
-
 
 __all__ = [
     "CONFIG_CLASSES",

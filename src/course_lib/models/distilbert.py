@@ -9,12 +9,11 @@ output projection (BERT's layer, reused here, has one), and dropout before its Q
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 from torch import Tensor, nn
 
-from course_lib.config import BertConfig, _require
+from course_lib.config import DistilBertConfig
 from course_lib.counting import count_bert, linear, register_counter
 from course_lib.models.bert import (
     BertForMaskedLM,
@@ -24,32 +23,6 @@ from course_lib.models.bert import (
     BertModel,
 )
 from course_lib.modules.heads import QuestionAnsweringHead
-
-
-@dataclass
-class DistilBertConfig(BertConfig):
-    """BertConfig with DistilBERT's defaults: 6 layers, no segment types, and its two head dropouts."""
-
-    num_hidden_layers: int = 6
-    type_vocab_size: int = 0
-    qa_dropout: float = 0.1
-    seq_classif_dropout: float = 0.2
-    model_type: ClassVar[str] = "distilbert"
-    presets: ClassVar[dict[str, dict[str, int]]] = {
-        "distilbert-base": dict(num_hidden_layers=6, hidden_size=768),
-    }
-
-    def validate(self) -> None:
-        super().validate()
-        _require(
-            self.type_vocab_size == 0,
-            "type_vocab_size",
-            self.type_vocab_size,
-            "DistilBERT has no segment embeddings; expected 0",
-        )
-        for name in ("qa_dropout", "seq_classif_dropout"):
-            value = getattr(self, name)
-            _require(0.0 <= value < 1.0, name, value, "expected a probability in [0, 1)")
 
 
 class DistilBertModel(BertModel):

@@ -13,17 +13,11 @@ distinct ones.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from torch import nn
 
+from course_lib.config.albert import SHARING, AlbertConfig
 from course_lib.modules.encoder import Encoder, EncoderLayer
 
-if TYPE_CHECKING:
-    from course_lib.models.albert import AlbertConfig
-
-# The four strategies the ALBERT paper compares (Table 4): what is shared across layers.
-SHARING = ("all", "attention", "ffn", "none")
 SUBLAYERS = ("attention", "attention_norm", "feed_forward", "output_norm")
 
 

@@ -26,7 +26,7 @@ class Family:
     model_defaults: dict[str, Any] = field(default_factory=dict)
 
     def config_cls(self) -> type:
-        from course_lib.models import CONFIG_CLASSES
+        from course_lib.config import CONFIG_CLASSES
 
         return CONFIG_CLASSES[self.name]
 

@@ -20,13 +20,16 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.ticker import FuncFormatter
 
-from course_lib.config import BertConfig
+from course_lib.config import (
+    SHARING,
+    AlbertConfig,
+    BertConfig,
+    DebertaConfig,
+    DistilBertConfig,
+    RobertaConfig,
+)
 from course_lib.counting import count_parameters
 from course_lib.models import albert, bert, deberta, distilbert, roberta
-from course_lib.models.albert import SHARING, AlbertConfig
-from course_lib.models.deberta import DebertaConfig
-from course_lib.models.distilbert import DistilBertConfig
-from course_lib.models.roberta import RobertaConfig
 from course_lib.viz._figure import CourseFigure, figure_to_png, png_base64
 
 COMPONENTS = ("embeddings", "attention", "feed_forward", "layer_norm", "pooler", "heads")

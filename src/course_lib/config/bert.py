@@ -1,4 +1,4 @@
-"""Model configuration: one validated dataclass per family, with the published presets.
+"""BERT's config (the base of every family's) and the validation helpers all configs share.
 
 Every field is checked when the config is created, so a typo fails on the line that made it,
 with a message that names the field, the value and what would be valid.
@@ -15,12 +15,12 @@ from typing import Any, ClassVar
 ACTIVATIONS = ("gelu", "gelu_new", "relu", "silu", "tanh")
 
 
-def _require(ok: bool, name: str, value: Any, valid: str) -> None:
+def require(ok: bool, name: str, value: Any, valid: str) -> None:
     if not ok:
         raise ValueError(f"{name}={value!r} is invalid: {valid}.")
 
 
-def _is_number(value: Any) -> bool:
+def is_number(value: Any) -> bool:
     """A finite int or float, not a bool or a string such as "0.02"."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
@@ -72,13 +72,13 @@ class BertConfig:
             "num_labels",
         ):
             value = getattr(self, name)
-            _require(
+            require(
                 isinstance(value, int) and not isinstance(value, bool) and value > 0,
                 name,
                 value,
                 "expected a positive integer",
             )
-        _require(
+        require(
             isinstance(self.type_vocab_size, int)
             and not isinstance(self.type_vocab_size, bool)
             and self.type_vocab_size >= 0,
@@ -96,7 +96,7 @@ class BertConfig:
                 f"hidden_size / num_attention_heads features; valid head counts for this "
                 f"hidden size include {divisors}."
             )
-        _require(
+        require(
             isinstance(self.hidden_act, str) and self.hidden_act in ACTIVATIONS,
             "hidden_act",
             self.hidden_act,
@@ -104,22 +104,22 @@ class BertConfig:
         )
         for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
             value = getattr(self, name)
-            _require(
-                _is_number(value) and 0.0 <= value < 1.0,
+            require(
+                is_number(value) and 0.0 <= value < 1.0,
                 name,
                 value,
                 "expected a probability in [0, 1)",
             )
         for name in ("initializer_range", "layer_norm_eps"):
             value = getattr(self, name)
-            _require(_is_number(value) and value > 0, name, value, "expected a finite number > 0")
-        _require(
+            require(is_number(value) and value > 0, name, value, "expected a finite number > 0")
+        require(
             isinstance(self.pre_layer_norm, bool),
             "pre_layer_norm",
             self.pre_layer_norm,
             "expected True or False",
         )
-        _require(
+        require(
             isinstance(self.pad_token_id, int)
             and not isinstance(self.pad_token_id, bool)
             and 0 <= self.pad_token_id < self.vocab_size,
