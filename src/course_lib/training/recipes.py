@@ -97,14 +97,15 @@ class Recipe:
 
 # The default recipe, tuned for held-out masked-token accuracy after 5 minutes on 2 CPU threads
 # (the built-in corpus: CPython docs prose, ~250k tokens). Every value below was measured
-# against its neighbours; the runs and numbers are in benchmarks/README.md.
+# against its neighbours in screening runs whose numbers were not kept (benchmarks/README.md
+# says what was tried and how to rerun any of them with a results file).
 TINY = Recipe(
     name="tiny",
     description="4 layers x 128 hidden, 32-token sequences, pre-LN, no dropout, lr 2e-3: "
     "5 minutes on 2 CPU threads",
     model=dict(
         # 4 x 128 (2 heads of 64, FFN 512): at a 5-minute budget the number of optimizer
-        # steps matters more than width; 4 x 256 made 2.6x fewer steps and ended lower.
+        # steps matters more than width; 4 x 256 made far fewer steps and ended lower.
         hidden_size=128,
         num_hidden_layers=4,
         num_attention_heads=2,
@@ -123,9 +124,8 @@ TINY = Recipe(
     # 8000 WordPiece entries cover the corpus' frequent words whole (fill-mask answers are
     # words, not fragments) while keeping the tied embedding/output matrix at 1M parameters.
     vocab_size=8000,
-    # 32 tokens, the biggest single gain (4x256 at 128 tokens: 15% accuracy after 5 minutes;
-    # 4x128 at 128 tokens stayed on the plateau where it predicts frequent words and copies the
-    # unmasked 10%, with 8% right at [MASK] positions after 3 minutes).
+    # 32 tokens broke a plateau: at 128 tokens every variant screened predicted frequent words
+    # and copied the unmasked 10%, barely above the unigram model at [MASK] positions.
     # A model first learns to use the *nearby* words, and short sequences give it 4x the
     # examples per step and attention over few positions. BERT did the same at scale: 90% of
     # its steps at 128 tokens, the last 10% at 512; continue at a longer length to extend.
@@ -135,7 +135,7 @@ TINY = Recipe(
         objective="mlm",  # NSP/SOP cost steps and, per RoBERTa, do not help MLM
         # 64 x 32 = 2,048 tokens per step: twice BERT-style 16 x 128's steps per minute
         batch_size=64,
-        lr=2e-3,  # both 1e-3 and 3e-3 learned more slowly (23.5% and 20.7% vs 27.2% at 3 min)
+        lr=2e-3,  # both 1e-3 and 3e-3 learned more slowly in the screening runs
         warmup=0.06,
         schedule="linear",  # decays to 0 exactly when the time budget ends
         weight_decay=0.01,
