@@ -42,7 +42,7 @@ class MultiHeadSelfAttention(nn.Module):
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
         self.num_heads = config.num_attention_heads
-        self.head_dim = config.hidden_size // config.num_attention_heads
+        self.head_dim = config.head_dim
         self.query = nn.Linear(config.hidden_size, config.hidden_size)
         self.key = nn.Linear(config.hidden_size, config.hidden_size)
         self.value = nn.Linear(config.hidden_size, config.hidden_size)
@@ -51,25 +51,33 @@ class MultiHeadSelfAttention(nn.Module):
         self.attn_dropout = nn.Dropout(config.attention_probs_dropout_prob)
 
     def split_heads(self, x: Tensor) -> Tensor:
-        """[batch, seq, hidden] -> [batch, heads, seq, head_dim]."""
+        """(B, T, C) -> (B, nh, T, hs): each head attends over the whole sequence on its own."""
         b, s, _ = x.shape
         return x.view(b, s, self.num_heads, self.head_dim).transpose(1, 2)
 
     def forward(
         self, hidden: Tensor, mask: Tensor | None = None, output_attentions: bool = False
     ) -> tuple[Tensor, Tensor | None]:
-        q, k, v = (self.split_heads(proj(hidden)) for proj in (self.query, self.key, self.value))
+        """(B, T, C) -> (B, T, C), and the attention probabilities (B, nh, T, T) when asked for.
+
+        B batch, T sequence length, C hidden size, nh heads, hs = C / nh the head size. `mask`
+        is a boolean keep-mask (B, 1, 1, T) or an additive one broadcastable to (B, nh, T, T).
+        """
+        q = self.split_heads(self.query(hidden))  # (B, nh, T, hs)
+        k = self.split_heads(self.key(hidden))  # (B, nh, T, hs)
+        v = self.split_heads(self.value(hidden))  # (B, nh, T, hs)
         if mask is not None and mask.dtype == torch.bool:
-            mask = additive_mask(mask, q.dtype)
-        if output_attentions:
+            mask = additive_mask(mask, q.dtype)  # (B, 1, 1, T): 0 keep, most negative = padding
+        if output_attentions:  # explicit path: (B, nh, T, T) scores -> softmax -> @ v
             context, probs = scaled_dot_product_attention(q, k, v, mask, self.attn_dropout)
-        else:
+        else:  # fused path: the (B, nh, T, T) probabilities are never stored
             drop = self.dropout_p if self.training else 0.0
             context = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=drop)
             probs = None
+        # context (B, nh, T, hs) -> (B, T, nh, hs) -> (B, T, C): the heads side by side again
         b, _, s, _ = context.shape
         context = context.transpose(1, 2).reshape(b, s, self.num_heads * self.head_dim)
-        return self.output(context), probs
+        return self.output(context), probs  # (B, T, C), (B, nh, T, T) or None
 
 
 def additive_mask(keep: Tensor, dtype: torch.dtype) -> Tensor:
