@@ -6,6 +6,7 @@ import torch
 from torch import Tensor
 
 from course_lib.config import BertConfig
+from course_lib.labels import IGNORE_INDEX
 
 
 def check_inputs(
@@ -13,8 +14,16 @@ def check_inputs(
     input_ids: Tensor,
     attention_mask: Tensor | None = None,
     token_type_ids: Tensor | None = None,
+    check_values: bool | None = None,
 ) -> None:
-    """Raise ValueError for wrong shapes, dtypes or ranges (instead of an IndexError deep inside)."""
+    """Raise ValueError for wrong shapes, dtypes or ranges (instead of an IndexError deep inside).
+
+    Shapes and dtypes are metadata and always checked. The id ranges need the tensor's values:
+    `check_values=None` (the default) reads them for CPU tensors only. On an accelerator,
+    `int(ids.max())` would make the host wait for the device at every forward (a sync that
+    stalls the pipeline of queued kernels on the hot path); there an out-of-range id still fails,
+    as the embedding lookup's device-side assert. Pass True to check anyway (e.g. when debugging).
+    """
     if not isinstance(input_ids, Tensor):
         raise ValueError(f"input_ids must be a torch.Tensor, got {type(input_ids).__name__}.")
     if input_ids.dim() != 2:
@@ -31,8 +40,10 @@ def check_inputs(
             f"{config.max_position_embeddings}; truncate the inputs (tokenizer max_length) "
             f"or build the model with a larger max_position_embeddings."
         )
-    if input_ids.numel():
-        low, high = int(input_ids.min()), int(input_ids.max())
+    if check_values is None:
+        check_values = input_ids.device.type == "cpu"
+    if check_values and input_ids.numel():
+        low, high = (int(t) for t in torch.aminmax(input_ids))  # one pass for both ends
         if low < 0 or high >= config.vocab_size:
             bad = low if low < 0 else high
             raise ValueError(
@@ -45,9 +56,9 @@ def check_inputs(
                 f"{name} has shape {tuple(other.shape)} but input_ids has "
                 f"{tuple(input_ids.shape)}; they must match."
             )
-    if token_type_ids is not None and token_type_ids.numel():
+    if check_values and token_type_ids is not None and token_type_ids.numel():
         n_types = config.type_vocab_size
-        low, high = int(token_type_ids.min()), int(token_type_ids.max())
+        low, high = (int(t) for t in torch.aminmax(token_type_ids))
         if low < 0 or high >= max(n_types, 1):
             raise ValueError(
                 f"token_type_ids contain {high if high >= n_types else low}, but the model has "
@@ -64,7 +75,7 @@ def check_labels(labels: Tensor, num_classes: int, what: str = "labels") -> None
     """
     if labels.device.type != "cpu" or labels.numel() == 0:
         return
-    kept = labels[labels != -100]
+    kept = labels[labels != IGNORE_INDEX]
     if kept.numel() == 0:
         return
     low, high = int(kept.min()), int(kept.max())
