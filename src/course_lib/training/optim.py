@@ -114,14 +114,3 @@ def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
     """Set the learning rate of every parameter group."""
     for group in optimizer.param_groups:
         group["lr"] = lr
-
-
-def lambda_lr(
-    optimizer: torch.optim.Optimizer, schedule: str, total_steps: int, warmup: float
-) -> torch.optim.lr_scheduler.LambdaLR:
-    """The same schedule as a torch LambdaLR over a known number of steps (for your own loops)."""
-    if total_steps <= 0:
-        raise ValueError(f"total_steps={total_steps!r} is invalid: expected a positive integer.")
-    return torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: lr_factor(schedule, step / total_steps, warmup)
-    )
