@@ -161,10 +161,30 @@ def test_v3_base_preset_and_defaults():
     )
     assert (c.vocab_size, c.type_vocab_size, c.layer_norm_eps) == (128100, 0, 1e-7)
     assert c.pos_att_type == ["p2c", "c2p"] and c.share_att_key and not c.position_biased_input
-    assert (c.relative_span, c.relative_max_positions) == (256, 512)
+    assert (c.relative_span, c.max_relative_positions) == (256, -1)
     assert c.model_type == "deberta" and not c.use_emd
     assert DebertaConfig.from_dict(c.to_dict()) == c
     assert DebertaConfig.from_preset("deberta-v3-large").num_attention_heads == 16
+
+
+def test_max_relative_positions_minus_one_means_max_position_embeddings():
+    """-1 (the default, as in transformers) buckets distances up to max_position_embeddings."""
+    from course_lib.modules.relative_position import relative_position
+
+    config = DebertaConfig(
+        vocab_size=VOCAB,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=8,
+        max_position_embeddings=40,
+        position_buckets=8,
+    )
+    encoder = DebertaModel(config).encoder
+    assert config.max_relative_positions == -1 and encoder.max_relative_positions == 40
+    _, distances = encoder.relative_inputs(30, torch.device("cpu"))
+    assert torch.equal(distances, relative_position(30, 30, 8, 40))
+    assert not torch.equal(distances, relative_position(30, 30, 8, 16))
 
 
 def test_pos_att_type_accepts_transformers_string_form():

@@ -96,14 +96,16 @@ class DebertaConfig(BertConfig):
             "expected an integer (<= 0 for plain clipping)",
         )
         if self.position_buckets > 0:
+            # The largest distance told apart: the one that lands on the last bucket.
+            largest = self.max_relative_positions
+            if largest == -1:
+                largest = self.max_position_embeddings
             require(
-                self.position_buckets >= 2
-                and self.relative_max_positions - 1 > self.position_buckets // 2,
+                self.position_buckets >= 2 and largest - 1 > self.position_buckets // 2,
                 "position_buckets",
                 self.position_buckets,
                 f"log buckets need 2 <= position_buckets and position_buckets // 2 < "
-                f"max_relative_positions - 1 = {self.relative_max_positions - 1}; use <= 0 for "
-                f"plain clipping",
+                f"max_relative_positions - 1 = {largest - 1}; use <= 0 for plain clipping",
             )
         require(
             not (self.use_emd and self.position_biased_input),
@@ -132,15 +134,11 @@ class DebertaConfig(BertConfig):
         )
 
     @property
-    def relative_max_positions(self) -> int:
-        """The largest distance the relative positions tell apart (-1: max_position_embeddings)."""
-        return (
-            self.max_relative_positions
-            if self.max_relative_positions >= 1
-            else self.max_position_embeddings
-        )
-
-    @property
     def relative_span(self) -> int:
-        """k: the relative table has 2k rows, for distances -k .. k - 1 (buckets, or clipped)."""
-        return self.position_buckets if self.position_buckets > 0 else self.relative_max_positions
+        """k: the relative table has 2k rows, for distances -k .. k - 1 (buckets, or clipped at
+        max_relative_positions, where -1 means max_position_embeddings)."""
+        if self.position_buckets > 0:
+            return self.position_buckets
+        if self.max_relative_positions >= 1:
+            return self.max_relative_positions
+        return self.max_position_embeddings

@@ -18,7 +18,6 @@ import torch
 from torch import Tensor, nn
 
 from course_lib.config import DebertaConfig
-from course_lib.counting import bert_head_parameters, layer_norm, linear, register_counter
 from course_lib.models.bert import (
     BertForMaskedLM,
     BertForQuestionAnswering,
@@ -44,24 +43,13 @@ class DebertaEmbeddings(BertEmbeddings):
 
     def __init__(self, config: DebertaConfig) -> None:
         super().__init__(config)
-        self.position_biased_input = config.position_biased_input
+        self.position_biased_input = config.position_biased_input  # BERT's forward reads it
         if not (config.position_biased_input or config.use_emd):
             self.position_embeddings = None
 
-    def forward(self, input_ids: Tensor, token_type_ids: Tensor | None = None) -> Tensor:
-        if self.position_biased_input:
-            return super().forward(input_ids, token_type_ids)
-        x = self.word_embeddings(input_ids)
-        if self.token_type_embeddings is not None:
-            if token_type_ids is None:
-                token_type_ids = torch.zeros_like(input_ids)
-            x = x + self.token_type_embeddings(token_type_ids)
-        return self.dropout(self.LayerNorm(x))
-
 
 class DebertaLayer(EncoderLayer):
-    """BERT's layer with disentangled attention. `query_states` (default: x) lets the enhanced
-    mask decoder ask different queries of the same keys/values; the residual adds to the queries."""
+    """BERT's layer (same residuals, norms and pre-LN option) with disentangled attention."""
 
     attention_class = DisentangledSelfAttention
 
@@ -74,24 +62,16 @@ class DebertaLayer(EncoderLayer):
         relative_pos: Tensor | None = None,
         query_states: Tensor | None = None,
     ) -> tuple[Tensor, Tensor | None]:
-        residual = x if query_states is None else query_states
-        if self.pre_layer_norm:
-            queries = None if query_states is None else self.attention_norm(query_states)
-            attn, probs = self.attention(
-                self.attention_norm(x),
-                mask,
-                output_attentions,
-                rel_embeddings,
-                relative_pos,
-                queries,
-            )
-            h = residual + self.dropout(attn)
-            return h + self.dropout(self.feed_forward(self.output_norm(h))), probs
-        attn, probs = self.attention(
-            x, mask, output_attentions, rel_embeddings, relative_pos, query_states
+        """With `query_states` (the enhanced mask decoder), those states ask the queries and carry
+        the residual, while keys and values still come from x: BERT's layer runs on query_states
+        and the attention reads x (normalised first under pre-LN, as the layer's input would be)."""
+        relative = dict(rel_embeddings=rel_embeddings, relative_pos=relative_pos)
+        if query_states is None:
+            return super().forward(x, mask, output_attentions, **relative)
+        keys = self.attention_norm(x) if self.pre_layer_norm else x
+        return super().forward(
+            query_states, mask, output_attentions, **relative, key_value_states=keys
         )
-        h = self.attention_norm(residual + self.dropout(attn))
-        return self.output_norm(h + self.dropout(self.feed_forward(h))), probs
 
     def score_terms(
         self, x: Tensor, rel_embeddings: Tensor | None, relative_pos: Tensor | None
@@ -102,14 +82,20 @@ class DebertaLayer(EncoderLayer):
 
 
 class DebertaEncoder(Encoder):
-    """BERT's stack plus the relative-position table that every layer shares (and its LayerNorm)."""
+    """BERT's stack (and its loop) plus the relative-position table that every layer shares (and
+    its LayerNorm), and the query-and-key padding mask."""
 
     layer_class = DebertaLayer
 
     def __init__(self, config: DebertaConfig) -> None:
         super().__init__(config)
         self.position_buckets = config.position_buckets
-        self.max_relative_positions = config.relative_max_positions
+        # -1 means max_position_embeddings (transformers' DebertaV2Encoder resolves it the same way).
+        self.max_relative_positions = (
+            config.max_relative_positions
+            if config.max_relative_positions >= 1
+            else config.max_position_embeddings
+        )
         self.rel_embeddings = (
             nn.Embedding(2 * config.relative_span, config.hidden_size)
             if config.relative_attention
@@ -142,32 +128,15 @@ class DebertaEncoder(Encoder):
         tokens are real, as in DeBERTa (a padded query attends uniformly to everything)."""
         return mask & mask.transpose(-1, -2)
 
-    def forward(
-        self,
-        x: Tensor,
-        mask: Tensor | None = None,
-        output_attentions: bool = False,
-        output_hidden_states: bool = False,
-    ) -> tuple[Tensor, tuple[Tensor, ...] | None, tuple[Tensor, ...] | None]:
+    def layer_inputs(
+        self, x: Tensor, mask: Tensor | None
+    ) -> tuple[Tensor, Tensor | None, dict[str, Tensor | None]]:
+        """BERT's loop then runs unchanged, every layer receiving the same relative inputs."""
         if mask is not None:
             x = x * mask[:, 0, 0, :, None].to(x.dtype)  # padded positions start as zero vectors
             mask = self.pair_mask(mask)
         rel_embeddings, relative_pos = self.relative_inputs(x.shape[1], x.device)
-        hidden_states = [x] if output_hidden_states else None
-        attentions = [] if output_attentions else None
-        for layer in self.layers:
-            x, probs = layer(x, mask, output_attentions, rel_embeddings, relative_pos)
-            if hidden_states is not None:
-                hidden_states.append(x)
-            if attentions is not None:
-                attentions.append(probs)
-        if self.final_norm is not None:
-            x = self.final_norm(x)
-        return (
-            x,
-            tuple(hidden_states) if hidden_states is not None else None,
-            tuple(attentions) if attentions is not None else None,
-        )
+        return x, mask, dict(rel_embeddings=rel_embeddings, relative_pos=relative_pos)
 
 
 class ContextPooler(nn.Module):
@@ -221,11 +190,15 @@ class DebertaModel(BertModel):
         ]
 
 
-class DebertaForMaskedLM(BertForMaskedLM):
-    """BERT's MLM head on DeBERTa; with `config.use_emd`, the enhanced mask decoder runs first."""
+class DebertaVariant:
+    """What every DeBERTa task model changes relative to its BERT parent."""
 
     config_class = DebertaConfig
     base_model_class = DebertaModel
+
+
+class DebertaForMaskedLM(DebertaVariant, BertForMaskedLM):
+    """BERT's MLM head on DeBERTa; with `config.use_emd`, the enhanced mask decoder runs first."""
 
     def forward(
         self,
@@ -265,58 +238,20 @@ class DebertaForMaskedLM(BertForMaskedLM):
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         mask = encoder.pair_mask(attention_mask[:, None, None, :].bool())
-        rel_embeddings, relative_pos = encoder.relative_inputs(input_ids.shape[1], input_ids.device)
+        relative = encoder.relative_inputs(input_ids.shape[1], input_ids.device)
         query = hidden + embeddings.position_embeddings(embeddings.position_ids(input_ids))
         for _ in range(self.config.emd_steps):
-            query, _ = layer(hidden, mask, False, rel_embeddings, relative_pos, query_states=query)
+            query, _ = layer(hidden, mask, False, *relative, query_states=query)
         return encoder.final_norm(query) if encoder.final_norm is not None else query
 
 
-class DebertaForSequenceClassification(BertForSequenceClassification):
+class DebertaForSequenceClassification(DebertaVariant, BertForSequenceClassification):
     """One label per sequence from the ContextPooler's vector (transformers' layout)."""
 
-    config_class = DebertaConfig
-    base_model_class = DebertaModel
+
+class DebertaForTokenClassification(DebertaVariant, BertForTokenClassification):
+    """One label per token: BERT's head."""
 
 
-class DebertaForTokenClassification(BertForTokenClassification):
-    config_class = DebertaConfig
-    base_model_class = DebertaModel
-
-
-class DebertaForQuestionAnswering(BertForQuestionAnswering):
-    config_class = DebertaConfig
-    base_model_class = DebertaModel
-
-
-@register_counter("deberta")
-def count_deberta(config: DebertaConfig, task: str) -> dict[str, int]:
-    """BERT's count, minus the absolute position table (kept only for position_biased_input or
-    EMD), plus the 2k x H relative table, its LayerNorm and (share_att_key=False) one H x H
-    projection per position term per layer; the pooler exists only in the sequence classifier."""
-    h, n_layers, inter = config.hidden_size, config.num_hidden_layers, config.intermediate_size
-    if task == "ForPreTraining":
-        raise ValueError("DeBERTa has no ForPreTraining model (no NSP); count DebertaForMaskedLM.")
-    relative = config.relative_attention
-    absolute = config.position_biased_input or config.use_emd
-    n_pos_proj = 0 if (config.share_att_key or not relative) else len(config.pos_att_type)
-    return {
-        "embeddings": (
-            config.vocab_size
-            + (config.max_position_embeddings if absolute else 0)
-            + config.type_vocab_size
-            + (2 * config.relative_span if relative else 0)
-        )
-        * h,
-        "attention": n_layers * (4 + n_pos_proj) * linear(h, h),
-        "feed_forward": n_layers * (linear(h, inter) + linear(inter, h)),
-        "layer_norm": layer_norm(h)
-        * (
-            1
-            + 2 * n_layers
-            + (1 if config.norm_rel_ebd == "layer_norm" else 0)
-            + (1 if config.pre_layer_norm else 0)
-        ),
-        "pooler": linear(h, h) if task == "ForSequenceClassification" else 0,
-        "heads": bert_head_parameters(config, task),
-    }
+class DebertaForQuestionAnswering(DebertaVariant, BertForQuestionAnswering):
+    """Extractive QA: start and end logits per token."""

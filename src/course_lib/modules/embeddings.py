@@ -15,6 +15,10 @@ class BertEmbeddings(nn.Module):
     different directions of the same hidden space.
     """
 
+    # Whether the absolute positions are added here. DeBERTa turns this off: its positions enter
+    # the attention scores as relative distances instead.
+    position_biased_input: bool = True
+
     def __init__(self, config: BertConfig, embedding_size: int | None = None) -> None:
         super().__init__()
         # ALBERT passes a smaller embedding_size E; BERT embeds straight into hidden_size.
@@ -34,7 +38,9 @@ class BertEmbeddings(nn.Module):
         return torch.arange(seq_len, device=input_ids.device).expand_as(input_ids)
 
     def forward(self, input_ids: Tensor, token_type_ids: Tensor | None = None) -> Tensor:
-        x = self.word_embeddings(input_ids) + self.position_embeddings(self.position_ids(input_ids))
+        x = self.word_embeddings(input_ids)
+        if self.position_biased_input:
+            x = x + self.position_embeddings(self.position_ids(input_ids))
         if self.token_type_embeddings is not None:
             if token_type_ids is None:
                 token_type_ids = torch.zeros_like(input_ids)

@@ -26,19 +26,30 @@ class EncoderLayer(nn.Module):
         self.pre_layer_norm = config.pre_layer_norm
 
     def forward(
-        self, x: Tensor, mask: Tensor | None = None, output_attentions: bool = False
+        self,
+        x: Tensor,
+        mask: Tensor | None = None,
+        output_attentions: bool = False,
+        **attention_kwargs: Tensor | None,
     ) -> tuple[Tensor, Tensor | None]:
+        """x: [batch, seq, hidden]. `attention_kwargs` go unchanged to the attention sublayer
+        (BERT has none; DeBERTa passes its relative embeddings and positions)."""
         if self.pre_layer_norm:
-            attn, probs = self.attention(self.attention_norm(x), mask, output_attentions)
+            attn, probs = self.attention(
+                self.attention_norm(x), mask, output_attentions, **attention_kwargs
+            )
             x = x + self.dropout(attn)
             return x + self.dropout(self.feed_forward(self.output_norm(x))), probs
-        attn, probs = self.attention(x, mask, output_attentions)
+        attn, probs = self.attention(x, mask, output_attentions, **attention_kwargs)
         x = self.attention_norm(x + self.dropout(attn))
         return self.output_norm(x + self.dropout(self.feed_forward(x))), probs
 
 
 class Encoder(nn.Module):
-    """A stack of layers; collects hidden states and attention maps when asked."""
+    """A stack of layers; collects hidden states and attention maps when asked.
+
+    The loop, the pre-LN final norm and the collected outputs live here once; variants change
+    the layer (`layer_class`) and what every layer receives (`layer_inputs`)."""
 
     layer_class: type[nn.Module] = EncoderLayer  # variants override, as with attention_class
 
@@ -54,6 +65,14 @@ class Encoder(nn.Module):
             else None
         )
 
+    def layer_inputs(
+        self, x: Tensor, mask: Tensor | None
+    ) -> tuple[Tensor, Tensor | None, dict[str, Tensor | None]]:
+        """(x, mask, extra keyword arguments for every layer), computed once per forward pass.
+        BERT passes x and the mask through and adds nothing; a variant overrides this one method
+        (DeBERTa: zeroed padding, a query-and-key mask, the shared relative-position inputs)."""
+        return x, mask, {}
+
     def forward(
         self,
         x: Tensor,
@@ -61,10 +80,11 @@ class Encoder(nn.Module):
         output_attentions: bool = False,
         output_hidden_states: bool = False,
     ) -> tuple[Tensor, tuple[Tensor, ...] | None, tuple[Tensor, ...] | None]:
+        x, mask, layer_kwargs = self.layer_inputs(x, mask)
         hidden_states = [x] if output_hidden_states else None
         attentions = [] if output_attentions else None
         for layer in self.layers:
-            x, probs = layer(x, mask, output_attentions)
+            x, probs = layer(x, mask, output_attentions, **layer_kwargs)
             if hidden_states is not None:
                 hidden_states.append(x)
             if attentions is not None:
