@@ -6,19 +6,17 @@ import types
 
 import pytest
 
-from course_lib.data import corpus as corpus_mod
+from course_lib.data import builtin_corpus
+from course_lib.data.builtin_corpus import CACHE_ENV_VAR, default_cache_dir, load_builtin_corpus
 from course_lib.data.corpus import (
-    CACHE_ENV_VAR,
     Corpus,
     Document,
-    clean_rst,
-    default_cache_dir,
-    load_builtin_corpus,
     load_hf_dataset,
     load_text_corpus,
     split_documents,
     split_sentences,
 )
+from course_lib.data.rst_prose import clean_rst
 
 SIDE_EFFECT_MODULES = ("antigravity", "this", "idlelib", "tkinter", "turtle", "ensurepip")
 
@@ -268,13 +266,13 @@ def test_load_hf_dataset_groups_wikitext_lines_into_articles(monkeypatch):
 
 def test_c_module_docstrings_ignore_members_replaced_by_tools(monkeypatch):
     # pytest and Jupyter replace sys.excepthook & co.; the corpus must not depend on that.
-    before = corpus_mod._c_module_docstrings("sys")
+    before = builtin_corpus._c_module_docstrings("sys")
 
     def hook(*args):
         """A hook some tool installed, with a docstring that is not CPython's."""
 
     monkeypatch.setattr(sys, "excepthook", hook)
-    assert corpus_mod._c_module_docstrings("sys") == before
+    assert builtin_corpus._c_module_docstrings("sys") == before
     assert any(d.startswith("Handle an exception by displaying it") for d in before)
 
 

@@ -12,7 +12,9 @@ import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-ACTIVATIONS = ("gelu", "gelu_new", "relu", "silu", "tanh")
+from course_lib.activations import ACTIVATION_FUNCTIONS
+
+ACTIVATIONS = tuple(ACTIVATION_FUNCTIONS)  # the names a config accepts for hidden_act
 
 
 def require(ok: bool, name: str, value: Any, valid: str) -> None:

@@ -22,12 +22,11 @@ For a DataLoader, pass `collate_fn=collate` (dynamic masking, new masks every ep
 the examples in `StaticMaskedDataset(examples, collate, duplicates=10)` (BERT's fixed masks).
 """
 
+from course_lib.data.builtin_corpus import default_cache_dir, load_builtin_corpus
 from course_lib.data.collator import PretrainingCollator, StaticMaskedDataset
 from course_lib.data.corpus import (
     Corpus,
     Document,
-    default_cache_dir,
-    load_builtin_corpus,
     load_hf_dataset,
     load_text_corpus,
     split_documents,

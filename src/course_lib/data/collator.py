@@ -19,12 +19,8 @@ import torch
 from torch.utils.data import Dataset, get_worker_info
 
 from course_lib.data.pairs import build_pretraining_dataset  # noqa: F401  (re-exported)
-from course_lib.objectives.masking import (
-    IGNORE_INDEX,
-    MaskingConfig,
-    build_special_tokens_mask,
-    mask_tokens,
-)
+from course_lib.labels import IGNORE_INDEX
+from course_lib.objectives.masking import MaskingConfig, build_special_tokens_mask, mask_tokens
 from course_lib.tokenization.tokenizer import NO_WORD, CourseTokenizer
 
 SENTENCE_LABELS = ("next_sentence_label", "sentence_order_label")
@@ -34,7 +30,7 @@ def _as_list(value: Any) -> list[int]:
     return value.tolist() if isinstance(value, torch.Tensor) else list(value)
 
 
-def _pad(rows: Sequence[Sequence[int]], width: int, fill: int) -> torch.Tensor:
+def pad_rows(rows: Sequence[Sequence[int]], width: int, fill: int) -> torch.Tensor:
     """Stack rows of different lengths into a [len(rows), width] LongTensor."""
     out = torch.full((len(rows), width), fill, dtype=torch.long)
     for i, row in enumerate(rows):  # one copy per example, not per token
@@ -91,18 +87,20 @@ class PretrainingCollator:
         if self.pad_to_multiple_of:
             m = self.pad_to_multiple_of
             width = -(-width // m) * m
-        input_ids = _pad(ids, width, self.pad_token_id)
-        attention_mask = _pad([[1] * len(r) for r in ids], width, 0)
+        input_ids = pad_rows(ids, width, self.pad_token_id)
+        attention_mask = pad_rows([[1] * len(r) for r in ids], width, 0)
         types = [_as_list(e.get("token_type_ids", [0] * len(r))) for e, r in zip(examples, ids)]
         batch = {
             "input_ids": input_ids,
             "attention_mask": attention_mask,
-            "token_type_ids": _pad(types, width, 0),
+            "token_type_ids": pad_rows(types, width, 0),
         }
 
         has_labels = ["labels" in e for e in examples]
         if all(has_labels):  # already masked (StaticMaskedDataset): pad only
-            batch["labels"] = _pad([_as_list(e["labels"]) for e in examples], width, IGNORE_INDEX)
+            batch["labels"] = pad_rows(
+                [_as_list(e["labels"]) for e in examples], width, IGNORE_INDEX
+            )
         elif any(has_labels):
             raise ValueError(
                 "Some examples carry 'labels' and some do not; do not mix "
@@ -116,7 +114,7 @@ class PretrainingCollator:
                         "Whole-word masking needs 'word_ids' in every example; "
                         "build examples with course_lib.data.pairs."
                     )
-                word_ids = _pad([_as_list(e["word_ids"]) for e in examples], width, NO_WORD)
+                word_ids = pad_rows([_as_list(e["word_ids"]) for e in examples], width, NO_WORD)
             special = build_special_tokens_mask(input_ids, self.special_ids, attention_mask)
             batch["input_ids"], batch["labels"] = mask_tokens(
                 input_ids,

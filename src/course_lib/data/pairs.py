@@ -22,12 +22,13 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from course_lib.data.corpus import Corpus, Document
+from course_lib.objectives.targets import OBJECTIVES
 from course_lib.tokenization.tokenizer import NO_WORD, CourseTokenizer
 
 # A tokenized sentence or segment: (token ids, word ids), kept side by side.
 Segment = tuple[list[int], list[int]]
+TokenizedDoc = list[Segment]  # a document as its tokenized sentences, in order
 FORMATS = ("segment-pair", "sentence-pair", "full-sentences", "doc-sentences")
-OBJECTIVES = ("mlm", "mlm+nsp", "mlm+sop")
 
 
 class Examples(list):
@@ -60,7 +61,7 @@ def _sentences_of(documents: Sequence[Document] | Sequence[Sequence[str]]) -> li
 
 def tokenize_documents(
     documents: Sequence[Document] | Sequence[Sequence[str]], tokenizer: CourseTokenizer
-) -> tuple[list[list[Segment]], int]:
+) -> tuple[list[TokenizedDoc], int]:
     """Tokenize every sentence in one batched call; returns (documents, empty sentences).
 
     Each sentence is encoded as it stands in its document's running text (`Document.text`
@@ -131,7 +132,7 @@ def _budget(tokenizer: CourseTokenizer, max_length: int, pair: bool) -> int:
     return max_length - n_special
 
 
-def _multi_sentence_docs(docs: list[list[Segment]], task: str) -> tuple[list[list[Segment]], int]:
+def _multi_sentence_docs(docs: list[TokenizedDoc], task: str) -> tuple[list[TokenizedDoc], int]:
     """Keep documents with >= 2 sentences (pairs need two); warn with the count of others."""
     kept = [d for d in docs if len(d) >= 2]
     skipped = len(docs) - len(kept)
@@ -180,6 +181,28 @@ def _walk_chunks(
         i += 1
 
 
+def _require_two_documents(docs: list[TokenizedDoc], task: str, what: str, instead: str) -> None:
+    """Random pairs take B from another document: refuse a corpus with only one."""
+    if len(docs) < 2:
+        raise ValueError(
+            f"{task} needs at least two documents with two or more sentences ({what} come from "
+            f"another document); add documents or use {instead!r}."
+        )
+
+
+def _other_document(docs: list[TokenizedDoc], d: int, rng: random.Random) -> TokenizedDoc:
+    """A document other than docs[d], uniformly: a random B never comes from A's own document."""
+    return docs[(d + 1 + rng.randrange(len(docs) - 1)) % len(docs)]
+
+
+def _shuffled(
+    examples: list[dict[str, Any]], rng: random.Random, skipped: int, counts: dict[str, int]
+) -> Examples:
+    """The examples in random order (documents mixed), with what was skipped and counted."""
+    rng.shuffle(examples)
+    return Examples(examples, skipped=skipped, counts=counts)
+
+
 # ----- NSP and SOP ----------------------------------------------------------------------------
 
 
@@ -198,11 +221,7 @@ def make_nsp_examples(
     budget = _budget(tokenizer, max_length, pair=True)
     tokenized, empty = tokenize_documents(documents, tokenizer)
     docs, skipped = _multi_sentence_docs(tokenized, "NSP")
-    if len(docs) < 2:
-        raise ValueError(
-            "NSP needs at least two documents with two or more sentences (the random "
-            "segment B must come from another document); add documents or use 'mlm+sop'."
-        )
+    _require_two_documents(docs, "NSP", "the random segment B must", "mlm+sop")
     rng = random.Random(seed)
     examples: list[dict[str, Any]] = []
     counts = {"forced_random_next": 0, "truncated_tokens": 0, "empty_sentences": empty}
@@ -214,7 +233,7 @@ def make_nsp_examples(
             put_back = 0
             if len(chunk) == 1 or rng.random() < 0.5:
                 counts["forced_random_next"] += len(chunk) == 1
-                other = docs[(d + 1 + rng.randrange(len(docs) - 1)) % len(docs)]
+                other = _other_document(docs, d, rng)
                 parts: list[Segment] = []
                 for seg in other[rng.randrange(len(other)) :]:
                     parts.append(seg)
@@ -229,8 +248,7 @@ def make_nsp_examples(
             return put_back
 
         _walk_chunks(doc, rng, budget, short_seq_prob, emit)
-    rng.shuffle(examples)
-    return Examples(examples, skipped=skipped, counts=counts)
+    return _shuffled(examples, rng, skipped, counts)
 
 
 def make_sop_examples(
@@ -260,15 +278,14 @@ def make_sop_examples(
 
     for doc in docs:
         _walk_chunks(doc, rng, budget, short_seq_prob, emit)
-    rng.shuffle(examples)
-    return Examples(examples, skipped=skipped, counts=counts)
+    return _shuffled(examples, rng, skipped, counts)
 
 
 # ----- RoBERTa's input formats and plain MLM blocks -------------------------------------------
 
 
 def _sentence_pairs(
-    docs: list[list[Segment]],
+    docs: list[TokenizedDoc],
     tokenizer: CourseTokenizer,
     budget: int,
     seed: int,
@@ -276,11 +293,7 @@ def _sentence_pairs(
     empty: int,
 ) -> Examples:
     """Pairs of single sentences: the next one (0) or one from another document (1)."""
-    if len(docs) < 2:
-        raise ValueError(
-            "sentence-pair needs at least two documents with two or more sentences (random "
-            "sentences come from another document); add documents or use 'doc-sentences'."
-        )
+    _require_two_documents(docs, "sentence-pair", "random sentences", "doc-sentences")
     rng = random.Random(seed)
     examples: list[dict[str, Any]] = []
     counts = {"truncated_tokens": 0, "empty_sentences": empty}
@@ -289,7 +302,7 @@ def _sentence_pairs(
         while i < len(doc) - 1:
             a = (list(doc[i][0]), list(doc[i][1]))
             if rng.random() < 0.5:
-                other = docs[(d + 1 + rng.randrange(len(docs) - 1)) % len(docs)]
+                other = _other_document(docs, d, rng)
                 seg = other[rng.randrange(len(other))]
                 b, label, step = (list(seg[0]), list(seg[1])), 1, 1  # doc[i+1] is read again
             else:
@@ -297,12 +310,11 @@ def _sentence_pairs(
             counts["truncated_tokens"] += _truncate_pair(a, b, budget, rng)
             examples.append(_example(tokenizer, a, b, next_sentence_label=label))
             i += step
-    rng.shuffle(examples)
-    return Examples(examples, skipped=skipped, counts=counts)
+    return _shuffled(examples, rng, skipped, counts)
 
 
 def _packed(
-    docs: list[list[Segment]],
+    docs: list[TokenizedDoc],
     tokenizer: CourseTokenizer,
     budget: int,
     cross_documents: bool,

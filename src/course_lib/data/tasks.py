@@ -32,9 +32,9 @@ from typing import Any
 
 from course_lib.data.corpus import Corpus, Document
 from course_lib.data.pairs import Examples
+from course_lib.labels import IGNORE_INDEX
 from course_lib.tokenization.tokenizer import CourseTokenizer
 
-IGNORE_INDEX = -100  # label of positions that are not scored (specials, later word pieces)
 KINDS = ("classification", "tagging", "qa")
 
 # ----- the word-class lexicon ---------------------------------------------------------------------

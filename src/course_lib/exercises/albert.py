@@ -12,20 +12,19 @@ from torch import nn
 
 from course_lib.config import AlbertConfig
 from course_lib.counting import count_parameters
-from course_lib.exercises.core import ExerciseError, expect, passed, run_learner_code
+from course_lib.exercises.core import (
+    ExerciseError,
+    config_from_letters,
+    expect,
+    passed,
+    run_learner_code,
+)
 from course_lib.models.albert import AlbertEmbeddings
 
 
 def _embedding_module_parameters(V: int, E: int, H: int, P: int, T: int) -> int:  # noqa: N803
-    config = AlbertConfig(
-        vocab_size=V,
-        embedding_size=E,
-        hidden_size=H,
-        max_position_embeddings=P,
-        type_vocab_size=T,
-        num_attention_heads=1,
-        intermediate_size=4,
-        num_hidden_layers=1,
+    config = config_from_letters(
+        AlbertConfig, V=V, E=E, H=H, P=P, T=T, L=1, I=4, num_attention_heads=1
     )
     return sum(p.numel() for p in AlbertEmbeddings(config).parameters())
 
@@ -291,16 +290,8 @@ def check_albert_parameters(albert_parameters: Callable) -> None:
     results = []
     for case in cases:
         V, E, H, L, I, P, T, sharing = case  # noqa: N806, E741
-        config = AlbertConfig(
-            vocab_size=V,
-            embedding_size=E,
-            hidden_size=H,
-            num_hidden_layers=L,
-            intermediate_size=I,
-            max_position_embeddings=P,
-            type_vocab_size=T,
-            num_attention_heads=1,
-            sharing=sharing,
+        config = config_from_letters(
+            AlbertConfig, V=V, E=E, H=H, L=L, I=I, P=P, T=T, num_attention_heads=1, sharing=sharing
         )
         ref = count_parameters(config, "AlbertModel")["total"]
         assert ref == _albert_count(*case), case  # the mistake table starts from the truth

@@ -14,7 +14,15 @@ from torch import Tensor
 
 from course_lib.config import BertConfig
 from course_lib.counting import count_parameters
-from course_lib.exercises.core import ExerciseError, expect, passed, run_learner_code
+from course_lib.exercises.core import (
+    ExerciseError,
+    config_from_letters,
+    expect,
+    expect_ignore_index_in_labels_only,
+    passed,
+    run_learner_code,
+)
+from course_lib.labels import IGNORE_INDEX
 
 # ----- exercise 1: 80/10/10 masking -------------------------------------------------------------
 
@@ -59,28 +67,23 @@ def check_masking(mask_tokens: Callable, n_rows: int = 200, seq: int = 512) -> N
         f"both outputs must have the input's shape {tuple(ids.shape)}; got "
         f"{tuple(masked.shape)} and {tuple(labels.shape)}.",
     )
-    if not (labels == -100).any():
-        if (masked == -100).any():
-            raise ExerciseError(
-                "the two outputs are swapped: return (masked_input_ids, labels), the "
-                "ids the model reads first and the labels (with -100) second."
-            )
-        raise ExerciseError(
-            "labels are never -100: set them to -100 at every position that was NOT "
-            "selected (the loss ignores those) and to the original id where selected."
-        )
-    expect(
-        not (masked == -100).any(),
-        "masked_input_ids contain -100: -100 belongs in labels only; the model's input holds "
-        "token ids.",
+    expect_ignore_index_in_labels_only(
+        masked,
+        labels,
+        swapped="the two outputs are swapped: return (masked_input_ids, labels), the "
+        "ids the model reads first and the labels (with -100) second.",
+        never="labels are never -100: set them to -100 at every position that was NOT "
+        "selected (the loss ignores those) and to the original id where selected.",
+        in_inputs="masked_input_ids contain -100: -100 belongs in labels only; the model's "
+        "input holds token ids.",
     )
     changed = masked != ids
-    if changed.any() and bool((labels[changed] == -100).all()):
+    if changed.any() and bool((labels[changed] == IGNORE_INDEX).all()):
         raise ExerciseError(
             "labels are inverted: the tokens you changed have label -100. Put the "
             "ORIGINAL id where a token was selected and -100 everywhere else."
         )
-    selected = labels != -100
+    selected = labels != IGNORE_INDEX
     expect(
         not (selected & special).any(),
         "special tokens and padding must never be selected (special_tokens_mask is True there).",
@@ -352,14 +355,8 @@ def check_parameter_formula(bert_parameters: Callable) -> None:
     results = []
     for dims in _DIMS:
         V, H, L, I, P, T = dims  # noqa: E741, N806  (the paper's letters)
-        config = BertConfig(
-            vocab_size=V,
-            hidden_size=H,
-            num_hidden_layers=L,
-            intermediate_size=I,
-            max_position_embeddings=P,
-            type_vocab_size=T,
-            num_attention_heads=4,
+        config = config_from_letters(
+            BertConfig, V=V, H=H, L=L, I=I, P=P, T=T, num_attention_heads=4
         )
         ref = count_parameters(config, "BertModel")
         assert ref["total"] == _bert_count(*dims), dims  # the mistake table starts from the truth

@@ -5,9 +5,23 @@ from __future__ import annotations
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from course_lib.labels import IGNORE_INDEX
 
 _LIBRARY = Path(__file__).resolve().parents[1]  # src/course_lib
+_Config = TypeVar("_Config")
+
+# The letters of the papers' parameter formulas and the config fields they stand for.
+PAPER_LETTERS = {
+    "V": "vocab_size",
+    "E": "embedding_size",
+    "H": "hidden_size",
+    "L": "num_hidden_layers",
+    "I": "intermediate_size",
+    "P": "max_position_embeddings",
+    "T": "type_vocab_size",
+}
 
 
 class ExerciseError(AssertionError):
@@ -61,6 +75,23 @@ def expect(condition: bool, message: str) -> None:
     """Raise ExerciseError(message) unless `condition` holds."""
     if not condition:
         raise ExerciseError(message)
+
+
+def config_from_letters(config_class: Callable[..., _Config], **fields: Any) -> _Config:
+    """A config from the papers' letters (V=vocabulary, H=hidden size, ...) and other fields."""
+    return config_class(**{PAPER_LETTERS.get(name, name): v for name, v in fields.items()})
+
+
+def expect_ignore_index_in_labels_only(
+    inputs: Any, labels: Any, swapped: str, never: str, in_inputs: str
+) -> None:
+    """The first checks of a masking exercise: labels hold -100 somewhere, the inputs nowhere.
+
+    The message is `swapped` when only the inputs hold -100, `never` when neither does, and
+    `in_inputs` when both do."""
+    if not (labels == IGNORE_INDEX).any():
+        raise ExerciseError(swapped if (inputs == IGNORE_INDEX).any() else never)
+    expect(not (inputs == IGNORE_INDEX).any(), in_inputs)
 
 
 def passed(message: str) -> None:

@@ -7,13 +7,19 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from course_lib.exercises.core import ExerciseError, expect, passed, run_learner_code
+from course_lib.exercises.core import (
+    ExerciseError,
+    expect,
+    expect_ignore_index_in_labels_only,
+    passed,
+    run_learner_code,
+)
+from course_lib.labels import IGNORE_INDEX
 from course_lib.models.roberta import (
     RobertaConfig,
     RobertaForMaskedLM,
     create_position_ids_from_input_ids,
 )
-from course_lib.objectives.masking import IGNORE_INDEX
 
 # ----- exercise 1: position ids ------------------------------------------------------------------
 
@@ -128,19 +134,14 @@ def check_dynamic_collator(collate: Callable) -> None:
         torch.equal(mask.bool(), real),
         "attention_mask must be 1 on the real tokens and 0 on the padding.",
     )
-    if not (labels == IGNORE_INDEX).any():
-        if (ids == IGNORE_INDEX).any():
-            raise ExerciseError(
-                "input_ids and labels are swapped: input_ids holds the (masked) "
-                "tokens the model reads, labels the original ids and -100."
-            )
-        raise ExerciseError(
-            "labels are never -100: set them to -100 wherever a token was NOT "
-            "selected (and on padding); only selected tokens keep their id."
-        )
-    expect(
-        not (ids == IGNORE_INDEX).any(),
-        "input_ids contain -100: that value belongs in labels only.",
+    expect_ignore_index_in_labels_only(
+        ids,
+        labels,
+        swapped="input_ids and labels are swapped: input_ids holds the (masked) "
+        "tokens the model reads, labels the original ids and -100.",
+        never="labels are never -100: set them to -100 wherever a token was NOT "
+        "selected (and on padding); only selected tokens keep their id.",
+        in_inputs="input_ids contain -100: that value belongs in labels only.",
     )
     selected = labels != IGNORE_INDEX
     specials = torch.isin(

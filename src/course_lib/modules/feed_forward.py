@@ -2,38 +2,19 @@
 
 from __future__ import annotations
 
-import math
-
-import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
+from course_lib.activations import ACTIVATION_FUNCTIONS
 from course_lib.config import BertConfig
 
 
-def gelu_tanh(x: Tensor) -> Tensor:
-    """GPT-2's tanh approximation of GELU (transformers calls it 'gelu_new')."""
-    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x.pow(3))))
-
-
-_ACTIVATIONS = {
-    # exact erf form, as transformers' "gelu"; the original TF BERT code used the tanh
-    # approximation ("gelu_new" here); they differ by at most ~5e-4
-    "gelu": F.gelu,
-    "gelu_new": gelu_tanh,
-    "relu": F.relu,
-    "silu": F.silu,
-    "tanh": torch.tanh,
-}
-
-
 def get_activation(name: str):
-    """The activation function registered under `name` (see config.ACTIVATIONS)."""
+    """The activation function registered under `name` (course_lib.activations)."""
     try:
-        return _ACTIVATIONS[name]
+        return ACTIVATION_FUNCTIONS[name]
     except KeyError:
         raise ValueError(
-            f"unknown activation {name!r}; choose one of {sorted(_ACTIVATIONS)}"
+            f"unknown activation {name!r}; choose one of {sorted(ACTIVATION_FUNCTIONS)}"
         ) from None
 
 

@@ -23,19 +23,27 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from course_lib.labels import IGNORE_INDEX
 from course_lib.models.inputs import check_labels
-from course_lib.training.engine import count_targets
+from course_lib.objectives.targets import Batch, LossAndMetrics, Shares, count_targets
+
+
+def _check_same_shape(student: Tensor, teacher: Tensor, what: str, need: str) -> None:
+    """Student and teacher outputs are compared position by position: refuse other shapes."""
+    if student.shape != teacher.shape:
+        raise ValueError(
+            f"student {what} {tuple(student.shape)} and teacher {what} {tuple(teacher.shape)} "
+            f"differ; {need}"
+        )
 
 
 def kl_distillation_loss(
     student_logits: Tensor, teacher_logits: Tensor, temperature: float
 ) -> Tensor:
     """T^2 * KL(softmax(teacher / T) || softmax(student / T)), averaged over rows ([n, vocab])."""
-    if student_logits.shape != teacher_logits.shape:
-        raise ValueError(
-            f"student logits {tuple(student_logits.shape)} and teacher logits "
-            f"{tuple(teacher_logits.shape)} differ; the two models need the same vocabulary."
-        )
+    _check_same_shape(
+        student_logits, teacher_logits, "logits", "the two models need the same vocabulary."
+    )
     if student_logits.shape[0] == 0:  # nothing masked: a zero that still backpropagates
         return student_logits.sum() * 0.0
     log_p_student = F.log_softmax(student_logits.float() / temperature, dim=-1)
@@ -48,12 +56,12 @@ def hidden_cosine_loss(
     student_hidden: Tensor, teacher_hidden: Tensor, attention_mask: Tensor
 ) -> Tensor:
     """Mean of 1 - cos(student, teacher) over the real tokens (attention_mask == 1)."""
-    if student_hidden.shape != teacher_hidden.shape:
-        raise ValueError(
-            f"student hidden states {tuple(student_hidden.shape)} and teacher hidden states "
-            f"{tuple(teacher_hidden.shape)} differ; the cosine loss needs the same hidden_size "
-            "(set alpha_cos=0 for a narrower student)."
-        )
+    _check_same_shape(
+        student_hidden,
+        teacher_hidden,
+        "hidden states",
+        "the cosine loss needs the same hidden_size (set alpha_cos=0 for a narrower student).",
+    )
     real = attention_mask.bool()
     cos = F.cosine_similarity(student_hidden[real].float(), teacher_hidden[real].float(), dim=-1)
     return (1.0 - cos).mean()
@@ -98,18 +106,15 @@ class DistillationObjective:
         self.temperature = temperature
         self.alpha_ce, self.alpha_mlm, self.alpha_cos = alpha_ce, alpha_mlm, alpha_cos
 
-    def target_counts(self, batch: dict[str, Tensor]) -> dict[str, float]:
+    def target_counts(self, batch: Batch) -> dict[str, float]:
         """L_mlm averages over the masked tokens ("mlm"), L_cos over the real tokens ("tokens"),
         L_ce over the real tokens, or over the masked ones if restricted: the Trainer weights
         each micro-batch's terms by its share of those counts (exact batches)."""
         return count_targets(batch)
 
     def __call__(
-        self,
-        model: nn.Module,
-        batch: dict[str, Tensor],
-        shares: dict[str, float] | None = None,
-    ) -> tuple[Tensor, dict[str, Tensor]]:
+        self, model: nn.Module, batch: Batch, shares: Shares | None = None
+    ) -> LossAndMetrics:
         student = getattr(model, "module", model)  # DistributedDataParallel wraps the student
         if student is self.teacher:
             raise ValueError(
@@ -142,7 +147,7 @@ class DistillationObjective:
             teacher_out = self.teacher(**teacher_inputs)
         out = model(**inputs)
 
-        masked = labels != -100
+        masked = labels != IGNORE_INDEX
         # Each term is a mean; with shares, this micro-batch's share of the step's mean.
         mlm_share = 1.0 if shares is None else shares["mlm"]
         tokens_share = 1.0 if shares is None else shares["tokens"]
@@ -177,7 +182,7 @@ class DistillationObjective:
 
 def _mlm_loss(logits: Tensor, labels: Tensor) -> Tensor:
     """The MLM cross-entropy from full [batch, seq, vocab] logits, as the models compute it."""
-    masked = labels != -100
+    masked = labels != IGNORE_INDEX
     targets = labels[masked]
     check_labels(targets, logits.shape[-1])  # CPU only, as in the models
     if targets.numel() == 0:  # nothing masked: a zero that still backpropagates

@@ -19,7 +19,7 @@ from functools import lru_cache
 
 import torch
 
-IGNORE_INDEX = -100  # label value that cross-entropy skips (torch's default ignore_index)
+from course_lib.labels import IGNORE_INDEX
 
 
 @dataclass

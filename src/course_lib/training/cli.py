@@ -16,11 +16,14 @@ when asked (--overwrite).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import sys
 import tempfile
 import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -40,7 +43,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from course_lib.training.engine import OBJECTIVES
+    from course_lib.objectives.targets import OBJECTIVES
     from course_lib.training.recipes import FAMILIES
 
     parser = _Parser(
@@ -145,6 +148,17 @@ def _positive(value: float | None, name: str) -> None:
 def _at_least_zero(value: int | None, name: str) -> None:
     if value is not None and value < 0:
         raise UsageError(f"{name} must be >= 0, got {value}")
+
+
+@contextlib.contextmanager
+def _usage_errors(*kinds: type[Exception]) -> Iterator[None]:
+    """Inside, a refusal (a ValueError, or the `kinds` given) becomes a UsageError in the same
+    words: one line on stderr and exit code 2 instead of a traceback."""
+    caught = kinds or (ValueError,)
+    try:
+        yield
+    except caught as err:
+        raise UsageError(str(err).rstrip(".")) from err
 
 
 def _cpu_count() -> int:
@@ -389,8 +403,45 @@ def _validation_sentences(corpus: Any) -> list[str]:
 def cmd_pretrain(args: argparse.Namespace) -> int:
     from course_lib.training.recipes import FAMILIES, get_recipe
 
-    if args.family not in FAMILIES:
-        raise UsageError(f"unknown family {args.family!r}; choose one of {sorted(FAMILIES)}")
+    _check_pretrain_flags(args, FAMILIES)
+    threads = _threads(args.threads)
+    family = FAMILIES[args.family]
+    output_dir = Path(args.output_dir or Path("runs") / (args.preset or "tiny"))
+    resume_dir = None
+    if args.resume is not None:
+        resume_dir = output_dir / CHECKPOINT_NAME if args.resume == "auto" else Path(args.resume)
+    _check_output_dir(output_dir, resume_dir, args.overwrite)  # before any corpus work
+    preset, state = args.preset or "tiny", {}
+    if resume_dir is not None:
+        state = _checkpoint_state(resume_dir, args.family, resume=True)
+        preset = _resumed_preset(args.preset, state, resume_dir) or preset
+        _same_as_saved(args, state["training_config"], resume_dir)
+        finished = _finished(args, state)
+        if finished is not None:
+            print(f"the run in {resume_dir} already finished its budget ({finished})")
+            return 0
+    with _usage_errors():
+        recipe = get_recipe(preset, args.family)
+        recipe.model_config(family, vocab_size=1000, pad_token_id=0)  # sizes valid for the family?
+    if args.seed is None:
+        args.seed = 0
+    objective = args.objective or recipe.training.get("objective", "mlm")
+    if resume_dir is not None and args.objective is None:
+        objective = state["training_config"].get("objective", objective)
+    corpus_spec, saved_corpus = args.corpus, _saved_run(state).get("corpus")
+    if resume_dir is not None and args.corpus == "builtin" and isinstance(saved_corpus, str):
+        corpus_spec = saved_corpus
+    with _usage_errors():
+        family.model_class(objective)  # fail before minutes of corpus and tokenizer work
+    _set_threads(threads)
+    plan = _Plan(args, recipe, family, objective, corpus_spec, output_dir, resume_dir, state)
+    return _pretrain(plan, _load_corpus(corpus_spec, saved=corpus_spec != args.corpus))
+
+
+def _check_pretrain_flags(args: argparse.Namespace, families: dict[str, Any]) -> None:
+    """The flags that can be checked alone, before anything is read or written."""
+    if args.family not in families:
+        raise UsageError(f"unknown family {args.family!r}; choose one of {sorted(families)}")
     _positive(args.minutes, "--minutes")
     _positive(args.steps, "--steps")
     _positive(args.batch_size, "--batch-size")
@@ -398,99 +449,134 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
     _at_least_zero(args.samples, "--samples")
     if args.seed is not None and not 0 <= args.seed <= MAX_SEED:
         raise UsageError(f"--seed must be in [0, {MAX_SEED}], got {args.seed}")
-    threads = _threads(args.threads)
-    family = FAMILIES[args.family]
-    output_dir = Path(args.output_dir or Path("runs") / (args.preset or "tiny"))
-    resume_dir, state = None, {}
-    if args.resume is not None:
-        resume_dir = output_dir / CHECKPOINT_NAME if args.resume == "auto" else Path(args.resume)
-    _check_output_dir(output_dir, resume_dir, args.overwrite)  # before any corpus work
-    preset = args.preset or "tiny"
-    if resume_dir is not None:
-        state = _checkpoint_state(resume_dir, args.family, resume=True)
-        run_info = state.get("run") if isinstance(state.get("run"), dict) else {}
-        saved_preset = run_info.get("preset") if isinstance(run_info.get("preset"), str) else None
-        if args.preset is not None and saved_preset is not None and args.preset != saved_preset:
-            raise UsageError(
-                f"checkpoint {str(resume_dir)!r} was trained with --preset {saved_preset}; "
-                f"resume with that preset (or leave --preset out)"
-            )
-        preset = args.preset or saved_preset or preset
-        _same_as_saved(args, state["training_config"], resume_dir)
-        finished = _finished(args, state)
-        if finished is not None:
-            print(f"the run in {resume_dir} already finished its budget ({finished})")
-            return 0
-    try:
-        recipe = get_recipe(preset, args.family)
-        recipe.model_config(family, vocab_size=1000, pad_token_id=0)  # sizes valid for the family?
-    except ValueError as err:
-        raise UsageError(str(err).rstrip(".")) from err
-    if args.seed is None:
-        args.seed = 0
-    objective = args.objective or recipe.training.get("objective", "mlm")
-    if resume_dir is not None and args.objective is None:
-        objective = state["training_config"].get("objective", objective)
-    corpus_spec = args.corpus
-    if resume_dir is not None and args.corpus == "builtin":
-        run_info = state.get("run") if isinstance(state.get("run"), dict) else {}
-        if isinstance(run_info.get("corpus"), str):
-            corpus_spec = run_info["corpus"]
-    try:
-        family.model_class(objective)  # fail before minutes of corpus and tokenizer work
-    except ValueError as err:
-        raise UsageError(str(err).rstrip(".")) from err
+
+
+def _saved_run(state: dict[str, Any]) -> dict[str, Any]:
+    """The checkpoint's run entry (family, preset, corpus, ...), or {} if it has none."""
+    run = state.get("run")
+    return run if isinstance(run, dict) else {}
+
+
+def _resumed_preset(preset: str | None, state: dict[str, Any], resume_dir: Path) -> str | None:
+    """--preset, else the preset the checkpoint was trained with; a different --preset is refused."""
+    saved = _saved_run(state).get("preset")
+    saved = saved if isinstance(saved, str) else None
+    if preset is not None and saved is not None and preset != saved:
+        raise UsageError(
+            f"checkpoint {str(resume_dir)!r} was trained with --preset {saved}; "
+            f"resume with that preset (or leave --preset out)"
+        )
+    return preset or saved
+
+
+def _set_threads(threads: int | None) -> None:
     if threads:
         import torch
 
         torch.set_num_threads(threads)
         os.environ.setdefault("RAYON_NUM_THREADS", str(threads))  # the tokenizer trainer's pool
-    corpus = _load_corpus(corpus_spec, saved=corpus_spec != args.corpus)
-    return _pretrain(
-        args, recipe, family, objective, corpus, corpus_spec, output_dir, resume_dir, state
-    )
 
 
-def _pretrain(
-    args, recipe, family, objective, corpus, corpus_spec, output_dir, resume_dir, state
-) -> int:
+@dataclass
+class _Plan:
+    """What `course pretrain` was asked to do, once the flags and the checkpoint are checked."""
+
+    args: argparse.Namespace
+    recipe: Any
+    family: Any
+    objective: str
+    corpus_spec: str
+    output_dir: Path
+    resume_dir: Path | None
+    state: dict[str, Any]
+
+
+def _pretrain(plan: _Plan, corpus: Any) -> int:
+    """Build the run (tokenizer, model, examples), train it, report before and after."""
     import torch
 
     from course_lib.training import distributed
     from course_lib.training.device import select_device
-    from course_lib.training.engine import Trainer, TrainingDiverged
-    from course_lib.training.inference import fill_mask_report, format_fill_mask_report
-    from course_lib.training.recipes import prepare_run
+    from course_lib.training.engine import TrainingDiverged
 
-    try:
+    args, recipe = plan.args, plan.recipe
+    with _usage_errors():
         device = select_device(args.device)
-    except ValueError as err:
-        raise UsageError(str(err).rstrip(".")) from err
     ctx = distributed.init_from_env(device.type)
     main = ctx.is_main
-    tokenizer = None
-    if resume_dir is not None:  # the checkpoint's own tokenizer: the ids must not change
-        tokenizer = _checkpoint_tokenizer(resume_dir, state)
-    else:
+    run = _prepare_run(plan, corpus, main)
+    training = _training_config(plan)
+    trainer = _trainer(plan, run, training, ctx.world_size)
+    model, config, sentences = run.model, run.model.config, _validation_sentences(corpus)
+    n_params = sum(p.numel() for p in model.parameters())
+    budget = (
+        f"{training.max_steps} steps" if training.max_steps else f"{training.max_minutes:g} minutes"
+    )
+    _print(
+        f"{type(model).__name__} ({recipe.name}): {config.num_hidden_layers} layers x "
+        f"{config.hidden_size} hidden, {n_params / 1e6:.1f}M parameters | {plan.objective} on "
+        f"{len(run.train):,} examples of <= {recipe.max_length} tokens ({len(run.held_out)} held "
+        f"out) | {trainer.device.type}, {trainer.precision}, {torch.get_num_threads()} threads"
+        f"{f', {ctx.world_size} processes' if ctx.enabled else ''} | {budget}",
+        main=main,
+    )
+    if plan.resume_dir is not None:
+        _print(f"resumed from {plan.resume_dir} at step {trainer.step}", main=main)
+    elif main and args.samples:
+        _print_samples(run, sentences, args.samples, recipe.max_length, "before training")
+    try:
+        trainer.train()
+    except TrainingDiverged as err:
+        print(f"course pretrain: {err}", file=sys.stderr)
+        return 1
+    finally:
+        distributed.shutdown()
+    if trainer.stop_reason not in ("max_steps", "time"):
         _print(
-            f"training a {recipe.vocab_size}-entry {family.tokenizer} tokenizer on {corpus.name}",
+            f"stopped by {trainer.stop_reason} after step {trainer.step}; checkpoint saved. "
+            f"Continue with: course pretrain --output-dir {plan.output_dir} --resume",
             main=main,
         )
-    try:
-        run = prepare_run(recipe, family.name, objective, corpus, args.seed, tokenizer)
-    except ValueError as err:  # e.g. a family without a sentence head and objective mlm+nsp
-        raise UsageError(str(err).rstrip(".")) from err
-    model, tokenizer, train, held_out = run.model, run.tokenizer, run.train, run.held_out
-    if not held_out:
-        raise UsageError(
-            f"corpus {corpus_spec!r} has no validation documents; give it more documents"
+        return 0
+    if main:
+        if args.samples:
+            _print_samples(run, sentences, args.samples, recipe.max_length, "after training")
+        _print_result(trainer, plan.output_dir, run.tokenizer.mask_token)
+    return 0
+
+
+def _prepare_run(plan: _Plan, corpus: Any, main: bool) -> Any:
+    """Tokenizer (the checkpoint's when resuming: the ids must not change), model and examples."""
+    from course_lib.training.recipes import prepare_run
+
+    tokenizer = None
+    if plan.resume_dir is not None:
+        tokenizer = _checkpoint_tokenizer(plan.resume_dir, plan.state)
+    else:
+        _print(
+            f"training a {plan.recipe.vocab_size}-entry {plan.family.tokenizer} tokenizer on "
+            f"{corpus.name}",
+            main=main,
         )
-    config = model.config
-    overrides: dict[str, Any] = dict(objective=objective, seed=args.seed, device=args.device)
-    overrides["output_dir"] = str(output_dir)
+    with _usage_errors():  # e.g. a family without a sentence head and objective mlm+nsp
+        run = prepare_run(
+            plan.recipe, plan.family.name, plan.objective, corpus, plan.args.seed, tokenizer
+        )
+    if not run.held_out:
+        raise UsageError(
+            f"corpus {plan.corpus_spec!r} has no validation documents; give it more documents"
+        )
+    return run
+
+
+def _training_config(plan: _Plan) -> Any:
+    """The recipe's TrainingConfig with the flags (and, resuming, the run's own settings)."""
+    args = plan.args
+    overrides: dict[str, Any] = dict(objective=plan.objective, seed=args.seed, device=args.device)
+    overrides["output_dir"] = str(plan.output_dir)
     overrides["progress"] = not args.no_progress
-    if resume_dir is not None:
-        saved = state["training_config"]
+    if plan.resume_dir is not None:
+        saved = plan.state["training_config"]
         # The data position depends on the batch size: the run's own unless given (and checked).
         overrides.update({k: saved[k] for k in ("batch_size", "lr") if k in saved})
         if args.steps is None and args.minutes is None:  # towards the run's own budget
@@ -504,77 +590,52 @@ def _pretrain(
     for name in ("precision", "batch_size", "lr"):
         if getattr(args, name) is not None:
             overrides[name] = getattr(args, name)
-    try:
-        training = recipe.training_config(**overrides)
-    except ValueError as err:
-        raise UsageError(str(err).rstrip(".")) from err
-    collator = run.collator
-    run_info = {
-        "family": family.name,
-        "preset": recipe.name,
-        "corpus": _corpus_path(corpus_spec),
-        "max_length": recipe.max_length,
-        "masking": recipe.masking,
-    }
-    global_batch = training.batch_size * training.gradient_accumulation_steps * ctx.world_size
-    if len(train) < global_batch:
+    with _usage_errors():
+        return plan.recipe.training_config(**overrides)
+
+
+def _trainer(plan: _Plan, run: Any, training: Any, world_size: int) -> Any:
+    """The Trainer for the run, resumed from the checkpoint when asked."""
+    from course_lib.training.engine import Trainer
+
+    global_batch = training.batch_size * training.gradient_accumulation_steps * world_size
+    if len(run.train) < global_batch:
         raise UsageError(
-            f"corpus {corpus_spec!r} gives {len(train)} training examples, fewer than one batch "
-            f"of {global_batch}; lower --batch-size (e.g. --batch-size {max(1, len(train))}) or "
-            "add documents"
+            f"corpus {plan.corpus_spec!r} gives {len(run.train)} training examples, fewer than "
+            f"one batch of {global_batch}; lower --batch-size (e.g. --batch-size "
+            f"{max(1, len(run.train))}) or add documents"
         )
-    try:
+    run_info = {
+        "family": plan.family.name,
+        "preset": plan.recipe.name,
+        "corpus": _corpus_path(plan.corpus_spec),
+        "max_length": plan.recipe.max_length,
+        "masking": plan.recipe.masking,
+    }
+    with _usage_errors():
         trainer = Trainer(
-            model, train, collator, training, held_out, tokenizer=tokenizer, run_info=run_info
+            run.model,
+            run.train,
+            run.collator,
+            training,
+            run.held_out,
+            tokenizer=run.tokenizer,
+            run_info=run_info,
         )
-    except ValueError as err:
-        raise UsageError(str(err).rstrip(".")) from err
-    if resume_dir is not None:
-        try:
-            trainer.resume(resume_dir)
-        except ValueError as err:
-            raise UsageError(str(err).rstrip(".")) from err
-    sentences = _validation_sentences(corpus)
-    n_params = sum(p.numel() for p in model.parameters())
-    budget = (
-        f"{training.max_steps} steps" if training.max_steps else f"{training.max_minutes:g} minutes"
-    )
-    _print(
-        f"{type(model).__name__} ({recipe.name}): {config.num_hidden_layers} layers x "
-        f"{config.hidden_size} hidden, {n_params / 1e6:.1f}M parameters | {objective} on "
-        f"{len(train):,} examples of <= {recipe.max_length} tokens ({len(held_out)} held out) | "
-        f"{trainer.device.type}, {trainer.precision}, {torch.get_num_threads()} threads"
-        f"{f', {ctx.world_size} processes' if ctx.enabled else ''} | {budget}",
-        main=main,
-    )
-    if resume_dir is not None:
-        _print(f"resumed from {resume_dir} at step {trainer.step}", main=main)
-    elif main and args.samples:
-        before = fill_mask_report(
-            model, tokenizer, sentences, n=args.samples, max_tokens=recipe.max_length
-        )
-        _print(format_fill_mask_report(before, "before training"), main=main)
-    try:
-        trainer.train()
-    except TrainingDiverged as err:
-        print(f"course pretrain: {err}", file=sys.stderr)
-        return 1
-    finally:
-        distributed.shutdown()
-    if trainer.stop_reason not in ("max_steps", "time"):
-        _print(
-            f"stopped by {trainer.stop_reason} after step {trainer.step}; checkpoint saved. "
-            f"Continue with: course pretrain --output-dir {output_dir} --resume",
-            main=main,
-        )
-        return 0
-    if not main:
-        return 0
-    if args.samples:
-        after = fill_mask_report(
-            model, tokenizer, sentences, n=args.samples, max_tokens=recipe.max_length
-        )
-        print(format_fill_mask_report(after, "after training"))
+    if plan.resume_dir is not None:
+        with _usage_errors():
+            trainer.resume(plan.resume_dir)
+    return trainer
+
+
+def _print_samples(run: Any, sentences: list[str], n: int, max_tokens: int, title: str) -> None:
+    from course_lib.training.inference import fill_mask_report, format_fill_mask_report
+
+    rows = fill_mask_report(run.model, run.tokenizer, sentences, n=n, max_tokens=max_tokens)
+    print(format_fill_mask_report(rows, title), flush=True)
+
+
+def _print_result(trainer: Any, output_dir: Path, mask_token: str) -> None:
     last = trainer.history[-1] if trainer.history else {}
     if "eval_mlm_accuracy" in last:
         print(
@@ -583,19 +644,16 @@ def _pretrain(
         )
     checkpoint = output_dir / CHECKPOINT_NAME
     print(
-        f'checkpoint: {checkpoint}\ntry: course fill-mask {checkpoint} "The {tokenizer.mask_token} is here."'
+        f'checkpoint: {checkpoint}\ntry: course fill-mask {checkpoint} "The {mask_token} is here."'
     )
-    return 0
 
 
 def _checkpoint_tokenizer(path: str | Path, state: dict[str, Any]) -> Any:
     """The checkpoint's tokenizer, refused (one line) if it is damaged or another run's."""
     from course_lib.training.checkpoint import CheckpointError, load_tokenizer
 
-    try:
+    with _usage_errors(CheckpointError):
         return load_tokenizer(path, state)
-    except CheckpointError as err:
-        raise UsageError(str(err).rstrip(".")) from err
 
 
 def _load_model_and_tokenizer(
@@ -606,10 +664,8 @@ def _load_model_and_tokenizer(
 
     state = _checkpoint_state(path, family)
     tokenizer = _checkpoint_tokenizer(path, state)
-    try:
+    with _usage_errors():
         model = load_pretrained(path, device=select_device(device))
-    except ValueError as err:
-        raise UsageError(str(err).rstrip(".")) from err
     return model, tokenizer, state
 
 
@@ -621,10 +677,8 @@ def cmd_fill_mask(args: argparse.Namespace) -> int:
         raise UsageError(f"unknown family {args.family!r}; choose one of {sorted(FAMILIES)}")
     _positive(args.top_k, "--top-k")
     model, tokenizer, _ = _load_model_and_tokenizer(args.checkpoint, args.family)
-    try:
+    with _usage_errors():
         results = fill_mask(model, tokenizer, args.text, top_k=args.top_k)
-    except ValueError as err:
-        raise UsageError(str(err).rstrip(".")) from err
     per_mask = results if isinstance(results[0], list) else [results]
     for i, candidates in enumerate(per_mask):
         if len(per_mask) > 1:
@@ -637,7 +691,8 @@ def cmd_fill_mask(args: argparse.Namespace) -> int:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from course_lib.data import PretrainingCollator, build_pretraining_dataset
     from course_lib.objectives import MaskingConfig
-    from course_lib.training.engine import OBJECTIVES, evaluate_pretraining
+    from course_lib.objectives.targets import OBJECTIVES
+    from course_lib.training.engine import evaluate_pretraining
     from course_lib.training.inference import fill_mask_report, format_fill_mask_report
 
     _at_least_zero(args.samples, "--samples")

@@ -1,8 +1,9 @@
 """One training loop for every pretraining objective.
 
 The loop knows nothing about MLM or NSP: it asks an *objective* for `(loss, metrics)` given the
-model and a batch. The default objective is the model's own `.loss` (MLM, MLM+NSP, MLM+SOP);
-distillation or DeBERTa's enhanced mask decoder plug in as other objective objects.
+model and a batch. The default objective is the model's own `.loss` (MLM, MLM+NSP, MLM+SOP, and
+DeBERTa's, whose enhanced mask decoder is part of the model); distillation plugs in as another
+objective object (course_lib.objectives.DistillationObjective).
 
 Big batches are exact: a step of batch_size x accumulation x processes gives the gradient of one
 batch that size, because every micro-batch's mean loss is weighted by its share of the step's
@@ -32,12 +33,19 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from course_lib.labels import IGNORE_INDEX
+from course_lib.objectives.targets import (
+    OBJECTIVES,
+    Batch,
+    LossAndMetrics,
+    Shares,
+    count_targets,
+)
 from course_lib.training import distributed
 from course_lib.training.checkpoint import load_checkpoint, read_state, save_checkpoint
 from course_lib.training.device import autocast, needs_grad_scaler, select_device, select_precision
 from course_lib.training.optim import SCHEDULES, build_optimizer, lr_factor, set_lr
 
-OBJECTIVES = ("mlm", "mlm+nsp", "mlm+sop")
 MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids", "labels", "next_sentence_label")
 
 
@@ -149,9 +157,7 @@ class Objective(Protocol):
     every micro-batch by its share of the targets of the whole optimizer step (see below).
     """
 
-    def __call__(
-        self, model: nn.Module, batch: dict[str, Tensor]
-    ) -> tuple[Tensor, dict[str, Tensor]]: ...
+    def __call__(self, model: nn.Module, batch: Batch) -> LossAndMetrics: ...
 
 
 class ExactObjective(Protocol):
@@ -166,32 +172,11 @@ class ExactObjective(Protocol):
     it behaves as a plain `Objective`.
     """
 
-    def target_counts(self, batch: dict[str, Tensor]) -> dict[str, float]: ...
+    def target_counts(self, batch: Batch) -> dict[str, float]: ...
 
     def __call__(
-        self,
-        model: nn.Module,
-        batch: dict[str, Tensor],
-        shares: dict[str, float] | None = None,
-    ) -> tuple[Tensor, dict[str, Tensor]]: ...
-
-
-def count_targets(batch: dict[str, Tensor]) -> dict[str, float]:
-    """How many targets each kind of mean loss averages over, in this batch (CPU tensors: cheap).
-
-    "mlm": the masked tokens (labels != -100), "sentence": the NSP/SOP labels (one per pair),
-    "tokens": the real tokens (attention_mask == 1; DistilBERT's cosine loss averages over them).
-    """
-    counts: dict[str, float] = {}
-    labels = batch.get("labels")
-    if labels is not None:
-        counts["mlm"] = float((labels != -100).sum())
-    sentence = batch.get("next_sentence_label", batch.get("sentence_order_label"))
-    if sentence is not None:
-        counts["sentence"] = float((sentence != -100).sum())
-    mask = batch.get("attention_mask")
-    counts["tokens"] = float(mask.sum()) if mask is not None else float(batch["input_ids"].numel())
-    return counts
+        self, model: nn.Module, batch: Batch, shares: Shares | None = None
+    ) -> LossAndMetrics: ...
 
 
 def model_inputs(batch: dict[str, Tensor]) -> dict[str, Tensor]:
@@ -213,15 +198,12 @@ class ModelLoss:
     the NSP/SOP part by the share of sentence labels (each is a mean over its own targets).
     """
 
-    def target_counts(self, batch: dict[str, Tensor]) -> dict[str, float]:
+    def target_counts(self, batch: Batch) -> dict[str, float]:
         return count_targets(batch)
 
     def __call__(
-        self,
-        model: nn.Module,
-        batch: dict[str, Tensor],
-        shares: dict[str, float] | None = None,
-    ) -> tuple[Tensor, dict[str, Tensor]]:
+        self, model: nn.Module, batch: Batch, shares: Shares | None = None
+    ) -> LossAndMetrics:
         out = model(**model_inputs(batch))
         parts = {
             name: getattr(out, name)
@@ -329,7 +311,7 @@ def evaluate_pretraining(
         with autocast(device, precision):
             out = model(**model_inputs(batch))
         labels = batch["labels"]
-        masked = labels != -100
+        masked = labels != IGNORE_INDEX
         logits = getattr(out, "mlm_logits", None)
         if logits is None:  # a transformers model: MaskedLMOutput.logits
             logits = out.logits
@@ -803,16 +785,16 @@ def _format_eval(record: dict[str, Any]) -> str:
 
 
 __all__ = [
-    "History",
-    "ModelLoss",
-    "Objective",
     "Trainer",
     "TrainingConfig",
     "TrainingDiverged",
-    "derived_seed",
+    "History",
+    "Objective",
+    "ExactObjective",
+    "ModelLoss",
+    "EpochSampler",
     "evaluate_pretraining",
     "model_inputs",
-    "EpochSampler",
-    "ExactObjective",
+    "derived_seed",
     "count_targets",
 ]

@@ -29,6 +29,8 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor, nn
 
+from course_lib.data.collator import pad_rows
+from course_lib.labels import IGNORE_INDEX
 from course_lib.training.engine import History, Trainer, TrainingConfig
 
 KINDS = ("classification", "tagging", "qa")
@@ -37,7 +39,6 @@ TASK_HEADS = {
     "tagging": "ForTokenClassification",
     "qa": "ForQuestionAnswering",
 }
-IGNORE_INDEX = -100
 # Inputs a task model's forward takes; anything else in an example (text, words...) is metadata.
 TASK_INPUTS = (
     "input_ids",
@@ -169,13 +170,6 @@ def task_model(
 # ----- batches and loss ---------------------------------------------------------------------------
 
 
-def _pad(rows: Sequence[Sequence[int]], width: int, fill: int) -> Tensor:
-    out = torch.full((len(rows), width), fill, dtype=torch.long)
-    for i, row in enumerate(rows):
-        out[i, : len(row)] = torch.as_tensor(list(row), dtype=torch.long)
-    return out
-
-
 class TaskCollator:
     """Pad task examples into a batch: input_ids (pad id), attention_mask and token_type_ids (0),
     per-token labels (-100); sequence labels and answer positions stacked as they are.
@@ -197,9 +191,9 @@ class TaskCollator:
         ids = [list(e["input_ids"]) for e in examples]
         width = max(len(r) for r in ids)
         batch = {
-            "input_ids": _pad(ids, width, self.pad_token_id),
-            "attention_mask": _pad([[1] * len(r) for r in ids], width, 0),
-            "token_type_ids": _pad(
+            "input_ids": pad_rows(ids, width, self.pad_token_id),
+            "attention_mask": pad_rows([[1] * len(r) for r in ids], width, 0),
+            "token_type_ids": pad_rows(
                 [e.get("token_type_ids", [0] * len(r)) for e, r in zip(examples, ids)], width, 0
             ),
         }
@@ -211,7 +205,7 @@ class TaskCollator:
                 raise ValueError(f"Only some examples have {key!r}; build them with one builder.")
             values = [e[key] for e in examples]
             if isinstance(values[0], (list, tuple)):  # one label per token
-                batch[key] = _pad(values, width, IGNORE_INDEX)
+                batch[key] = pad_rows(values, width, IGNORE_INDEX)
             else:
                 batch[key] = torch.tensor([int(v) for v in values], dtype=torch.long)
         return batch
