@@ -7,7 +7,6 @@ with a message that names the field, the value and what would be valid.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -152,9 +151,6 @@ class BertConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return {"model_type": self.model_type, **dataclasses.asdict(self)}
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> BertConfig:
