@@ -6,6 +6,7 @@ import torch
 from torch import Tensor
 
 from course_lib.config import BertConfig
+from course_lib.labels import IGNORE_INDEX
 
 
 def check_inputs(
@@ -74,7 +75,7 @@ def check_labels(labels: Tensor, num_classes: int, what: str = "labels") -> None
     """
     if labels.device.type != "cpu" or labels.numel() == 0:
         return
-    kept = labels[labels != -100]
+    kept = labels[labels != IGNORE_INDEX]
     if kept.numel() == 0:
         return
     low, high = int(kept.min()), int(kept.max())
