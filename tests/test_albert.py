@@ -175,7 +175,7 @@ def test_pretraining_losses_equal_transformers():
         abs(mine.sop_loss.item() - torch.nn.functional.cross_entropy(theirs.sop_logits, sop).item())
         < TOL
     )
-    assert mine.sop_loss is mine.nsp_loss  # one tensor under both names, for the shared engine
+    assert mine.nsp_logits is None and mine.nsp_loss is None  # the head is SOP, named so
     assert alias.loss.item() == mine.loss.item()
     # with labels, only the 4 masked rows are projected onto the vocabulary
     assert mine.mlm_logits.shape == (4, VOCAB)
@@ -226,6 +226,28 @@ def test_config_translation_keeps_albert_fields():
     assert c.embedding_projection is True and c.num_labels == 3
     assert ours.classifier.dropout.p == 0.25
     assert to_transformers(ours).config.classifier_dropout_prob == 0.25
+
+
+def test_old_checkpoint_with_nsp_head_keys_loads_into_sop_head(tmp_path):
+    """Checkpoints saved before the SOP head was renamed (nsp_head.* -> sop_head.*) still load."""
+    from safetensors.torch import load_file, save_file
+
+    from course_lib.training.checkpoint import MODEL_FILE, load_checkpoint, save_checkpoint
+
+    torch.manual_seed(0)
+    saved = AlbertForPreTraining(small_config())
+    save_checkpoint(tmp_path / "ckpt", saved)
+    weights = tmp_path / "ckpt" / MODEL_FILE
+    tensors = load_file(str(weights))
+    old = {k.replace("sop_head.", "nsp_head."): v for k, v in tensors.items()}
+    assert "nsp_head.classifier.weight" in old and not any("sop_head" in k for k in old)
+    save_file(old, str(weights))
+    torch.manual_seed(1)
+    loaded = AlbertForPreTraining(small_config())
+    load_checkpoint(tmp_path / "ckpt", loaded)
+    for (name, a), b in zip(saved.state_dict().items(), loaded.state_dict().values()):
+        assert torch.equal(a, b), name
+    assert loaded.mlm_head.decoder.weight is loaded.backbone.embeddings.word_embeddings.weight
 
 
 def test_sop_head_needs_two_labels():

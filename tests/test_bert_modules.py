@@ -116,3 +116,18 @@ def test_bf16_autocast_runs_with_padding():
     with torch.autocast("cpu", dtype=torch.bfloat16):
         out = model(input_ids=ids, attention_mask=mask, labels=labels)
     assert torch.isfinite(out.loss)
+
+
+def test_task_targets_are_named_per_task():
+    """One forward for every task model; each task names its own targets and refuses others."""
+    from course_lib.models import BertForQuestionAnswering, BertForTokenClassification
+
+    torch.manual_seed(0)
+    ids = torch.randint(5, 50, (2, 6))
+    qa = BertForQuestionAnswering(TINY)
+    out = qa(ids, start_positions=torch.tensor([1, 2]), end_positions=torch.tensor([3, 9]))
+    assert out.start_logits.shape == (2, 6) and out.loss is not None
+    with pytest.raises(ValueError, match="start_positions and end_positions, not labels"):
+        qa(ids, labels=torch.tensor([1, 2]))
+    with pytest.raises(TypeError, match="next_sentence_label"):
+        BertForTokenClassification(TINY)(ids, next_sentence_label=torch.tensor([0, 1]))

@@ -334,3 +334,16 @@ def test_student_errors_name_the_problem():
         init_student_from_teacher(teacher, layers=[])
     with pytest.raises(ValueError, match="must be a course_lib BERT"):
         init_student_from_teacher(DistilBertForMaskedLM(small_config()))
+
+
+def test_sequence_classifier_reads_the_first_token_itself():
+    """No pooler: pooler_output stays None and the head takes [CLS] from the token vectors."""
+    classifier = dis.DistilBertForSequenceClassification(small_config(num_labels=4)).eval()
+    ids = torch.randint(1, 97, (2, 5))
+    with torch.no_grad():
+        out = classifier(ids)
+        by_hand = classifier.classifier(classifier.backbone(ids).last_hidden_state)
+    assert out.pooler_output is None and torch.equal(out.logits, by_hand)
+    assert out.logits.shape == (2, 4)
+    qa = dis.DistilBertForQuestionAnswering(small_config(qa_dropout=0.25))
+    assert qa.qa_head.dropout.p == 0.25

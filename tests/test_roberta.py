@@ -277,3 +277,28 @@ def test_published_roberta_sizes():
     assert count_parameters(base)["embeddings"] == (50265 + 514 + 1) * 768
     with pytest.raises(ValueError, match="no ForPreTraining"):
         count_parameters(base, "RobertaForPreTraining")
+
+
+def test_task_heads_are_chosen_by_class_and_read_their_own_first_token():
+    """No pooler: pooler_output stays None and the classification head reads <s> itself; the
+    LM head is exact GELU under any hidden_act; token dropout is classifier_dropout."""
+    config = RobertaConfig(
+        vocab_size=VOCAB,
+        hidden_size=24,
+        num_attention_heads=2,
+        num_hidden_layers=1,
+        intermediate_size=30,
+        hidden_act="relu",
+        max_position_embeddings=MAX_POS,
+        classifier_dropout=0.3,
+        num_labels=4,
+    )
+    classifier = rob.RobertaForSequenceClassification(config).eval()
+    batch = padded_batch()
+    with torch.no_grad():
+        out = classifier(**batch)
+        by_hand = classifier.classifier(classifier.backbone(**batch).last_hidden_state)
+    assert classifier.backbone.pooler is None and out.pooler_output is None
+    assert out.logits.shape == (3, 4) and torch.equal(out.logits, by_hand)
+    assert RobertaForMaskedLM(config).mlm_head.act is torch.nn.functional.gelu
+    assert rob.RobertaForTokenClassification(config).classifier.dropout.p == 0.3

@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
 from course_lib.data import (
     Corpus,
@@ -39,7 +38,7 @@ from course_lib.data import (
     make_format_examples,
 )
 from course_lib.models.bert import BertForPreTraining
-from course_lib.models.roberta import RobertaConfig, RobertaForMaskedLM, RobertaModel
+from course_lib.models.roberta import RobertaConfig, RobertaForMaskedLM, RobertaVariant
 from course_lib.stats import RULE, compare
 from course_lib.tokenization import train_tokenizer
 from course_lib.tokenization.tokenizer import CourseTokenizer
@@ -74,19 +73,12 @@ class TinyModel:
         )
 
 
-class RobertaForPreTrainingWithNSP(BertForPreTraining):
+class RobertaForPreTrainingWithNSP(RobertaVariant, BertForPreTraining):
     """RoBERTa's backbone and MLM head plus BERT's NSP head on the pooled <s> vector.
 
     RoBERTa itself has no such model (it dropped NSP); the format ablation needs one so that
     the four input formats are compared on the same network, with and without the NSP loss.
     """
-
-    base_model_class = RobertaModel
-    config_class = RobertaConfig
-
-    def __init__(self, config: RobertaConfig) -> None:
-        super().__init__(config)
-        self.mlm_head.act = F.gelu  # as RobertaForMaskedLM
 
 
 def build_model(config: RobertaConfig, nsp: bool, seed: int) -> torch.nn.Module:

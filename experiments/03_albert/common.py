@@ -227,7 +227,7 @@ def head_accuracy(
     features = pooled_features(model, examples, collator)
     was_training = model.training
     model.eval()
-    predictions = model.nsp_head(features.to(next(model.parameters()).device)).argmax(-1).cpu()
+    predictions = model.sop_head(features.to(next(model.parameters()).device)).argmax(-1).cpu()
     model.train(was_training)
     return float((predictions == sentence_labels(examples)).float().mean())
 

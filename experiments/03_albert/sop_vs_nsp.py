@@ -232,7 +232,7 @@ def run(settings: dict[str, Any], progress: bool = True) -> dict[str, Any]:
                 else None,
                 "final_train_loss": history[-1]["train_loss"],
                 "train_sentence_loss": [
-                    r.get("train_nsp_loss") for r in history if r.get("train_nsp_loss") is not None
+                    r.get("train_sop_loss") for r in history if r.get("train_sop_loss") is not None
                 ],
             }
             if objective in TASKS:

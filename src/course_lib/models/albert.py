@@ -10,23 +10,22 @@ Everything else (attention, feed-forward, post-LN layers, pooler, task heads, lo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from torch import Tensor, nn
 
 from course_lib.config import AlbertConfig
-from course_lib.counting import _POOLED, bert_head_parameters, layer_norm, linear, register_counter
 from course_lib.models.bert import (
     BertForMaskedLM,
-    BertForPreTraining,
     BertForQuestionAnswering,
     BertForSequenceClassification,
     BertForTokenClassification,
     BertModel,
+    TaskModel,
+    sentence_pair_loss,
+    total_loss,
 )
 from course_lib.models.outputs import ModelOutput
 from course_lib.modules.embeddings import BertEmbeddings
-from course_lib.modules.heads import MaskedLMHead, NextSentenceHead
+from course_lib.modules.heads import MaskedLMHead, NextSentenceHead, SequenceClassificationHead
 from course_lib.modules.sharing import SharedEncoder
 
 
@@ -66,6 +65,13 @@ class SentenceOrderHead(NextSentenceHead):
         return self.classifier(self.dropout(pooled))
 
 
+class AlbertClassificationHead(SequenceClassificationHead):
+    """BERT's dropout + linear head with ALBERT's classifier_dropout_prob (sequences and tokens)."""
+
+    def __init__(self, config: AlbertConfig) -> None:
+        super().__init__(config, dropout=config.classifier_dropout_prob)
+
+
 class AlbertModel(BertModel):
     """BERT's backbone with factorized embeddings and a shared-weight encoder.
     `self.encoder.layer_at(i)` is the layer applied at depth i; shared ones are identical
@@ -76,48 +82,40 @@ class AlbertModel(BertModel):
     encoder_class = SharedEncoder
 
 
-class _Albert:
+class AlbertVariant:
     """What every ALBERT task model changes relative to its BERT parent."""
 
     config_class = AlbertConfig
     base_model_class = AlbertModel
     mlm_head_class = AlbertMLMHead
-    sentence_head_class = SentenceOrderHead
+    classifier_class = AlbertClassificationHead
 
 
-class AlbertForMaskedLM(_Albert, BertForMaskedLM):
+class AlbertForMaskedLM(AlbertVariant, BertForMaskedLM):
     """ALBERT with the masked-language-model head (decoder tied to the V x E embeddings)."""
 
 
-@dataclass
-class AlbertPreTrainingOutput(ModelOutput):
-    """`sop_logits` / `sop_loss` name the same tensors as `nsp_logits` / `nsp_loss`, which are
-    kept so the shared training engine reads BERT and ALBERT alike."""
+class AlbertForPreTraining(AlbertVariant, TaskModel):
+    """MLM + SOP: `sop_head` answers "are A and B in their original order?" from the pooled
+    [CLS]. Targets: `labels` (MLM) and `sentence_order_label` (0 = in order, 1 = swapped;
+    `next_sentence_label` is accepted as another name for it, as BERT's trainers pass)."""
 
-    @property
-    def sop_logits(self) -> Tensor | None:
-        return self.nsp_logits
+    add_pooling_layer = True
 
-    @property
-    def sop_loss(self) -> Tensor | None:
-        return self.nsp_loss
+    def __init__(self, config: AlbertConfig) -> None:
+        super().__init__(config)
+        self.mlm_head = self.mlm_head_class(config)
+        self.sop_head = SentenceOrderHead(config)
+        self.init_weights()
+        self.tie_weights()
 
-
-class AlbertForPreTraining(_Albert, BertForPreTraining):
-    """MLM + SOP. Takes `sentence_order_label` (0 = in order, 1 = swapped), or the same labels as
-    `next_sentence_label`, the name the shared engine passes for either sentence task."""
-
-    def forward(
+    def add_predictions(
         self,
-        input_ids: Tensor,
-        attention_mask: Tensor | None = None,
-        token_type_ids: Tensor | None = None,
-        labels: Tensor | None = None,
+        out: ModelOutput,
+        labels: Tensor | None,
         sentence_order_label: Tensor | None = None,
         next_sentence_label: Tensor | None = None,
-        output_attentions: bool = False,
-        output_hidden_states: bool = False,
-    ) -> AlbertPreTrainingOutput:
+    ) -> None:
         if sentence_order_label is not None and next_sentence_label is not None:
             raise ValueError(
                 "got both sentence_order_label and next_sentence_label; they are two names for "
@@ -125,35 +123,21 @@ class AlbertForPreTraining(_Albert, BertForPreTraining):
             )
         if sentence_order_label is None:
             sentence_order_label = next_sentence_label
-        out = super().forward(
-            input_ids,
-            attention_mask,
-            token_type_ids,
-            labels,
-            sentence_order_label,
-            output_attentions,
-            output_hidden_states,
-        )
-        return AlbertPreTrainingOutput(**vars(out))
+        self.add_masked_lm_predictions(out, labels)
+        out.sop_logits = self.sop_head(out.pooler_output)
+        out.sop_loss = sentence_pair_loss(out.sop_logits, sentence_order_label)
+        out.loss = total_loss(out.mlm_loss, out.sop_loss)
 
 
-class AlbertForSequenceClassification(_Albert, BertForSequenceClassification):
+class AlbertForSequenceClassification(AlbertVariant, BertForSequenceClassification):
     """One label per sequence from the pooled [CLS] (dropout: classifier_dropout_prob)."""
 
-    def __init__(self, config: AlbertConfig) -> None:
-        super().__init__(config)
-        self.classifier.dropout.p = config.classifier_dropout_prob
 
-
-class AlbertForTokenClassification(_Albert, BertForTokenClassification):
+class AlbertForTokenClassification(AlbertVariant, BertForTokenClassification):
     """One label per token (dropout: classifier_dropout_prob)."""
 
-    def __init__(self, config: AlbertConfig) -> None:
-        super().__init__(config)
-        self.classifier.dropout.p = config.classifier_dropout_prob
 
-
-class AlbertForQuestionAnswering(_Albert, BertForQuestionAnswering):
+class AlbertForQuestionAnswering(AlbertVariant, BertForQuestionAnswering):
     """Extractive QA: start and end logits per token."""
 
 
@@ -168,31 +152,3 @@ ALBERT_CLASSES: dict[str, type] = {
         AlbertForQuestionAnswering,
     )
 }
-
-
-@register_counter("albert")
-def count_albert(config: AlbertConfig, task: str) -> dict[str, int]:
-    """BERT's formulas with two changes. Embeddings: (V + P + T) * E, plus E*H + H for the
-    projection. Layers: only distinct sublayers count; a forward pass applies L * inner ones,
-    of which G * inner are distinct, and a shared sublayer is counted once.
-
-    The paper's Tables 1, 3 and 4 count ALBERT's shared models as `AlbertModel` (pooler
-    included, as in the released checkpoints) but their BERT and not-shared rows without the
-    pooler; tests/test_albert_counting.py reproduces every figure and names the two it cannot.
-    """
-    h, e, inter = config.hidden_size, config.embedding_size, config.intermediate_size
-    applied = config.depth
-    distinct = config.num_hidden_groups * config.inner_group_num
-    n_attention = distinct if config.sharing in ("all", "attention") else applied
-    n_ffn = distinct if config.sharing in ("all", "ffn") else applied
-    embeddings = (config.vocab_size + config.max_position_embeddings + config.type_vocab_size) * e
-    return {
-        "embeddings": embeddings + (linear(e, h) if config.has_embedding_projection else 0),
-        "attention": n_attention * 4 * linear(h, h),
-        "feed_forward": n_ffn * (linear(h, inter) + linear(inter, h)),
-        # one LayerNorm after the embeddings (in E), one per distinct attention and FFN
-        "layer_norm": layer_norm(e)
-        + layer_norm(h) * (n_attention + n_ffn + (1 if config.pre_layer_norm else 0)),
-        "pooler": linear(h, h) if task in _POOLED else 0,
-        "heads": bert_head_parameters(config, task, mlm_dim=e),
-    }

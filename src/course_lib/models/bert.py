@@ -88,24 +88,49 @@ def masked_lm_loss(
     return F.cross_entropy(logits.float(), targets), logits, selected.nonzero()
 
 
-class _WithBackbone(PreTrainedEncoder):
-    """A task model: a backbone (BertModel, or a variant's) plus a head. Variants override
-    `base_model_class` and nothing else."""
+class TaskModel(PreTrainedEncoder):
+    """A task model: a backbone (BertModel, or a variant's) plus the task's head(s).
+
+    `forward` is the same for every task: run the backbone, then `add_predictions` (which each
+    task defines) adds the head's logits, and its loss when targets are given. A variant
+    changes a part through class attributes (`base_model_class`, `mlm_head_class`,
+    `classifier_class`, ...), never by patching a built model.
+    """
 
     base_model_class: type[BertModel] = BertModel
     add_pooling_layer: bool = False
-    # Pretraining heads, as class attributes so a variant swaps a head without rewriting __init__
-    # (ALBERT's MLM head predicts from its smaller embedding size; its sentence head is SOP).
     mlm_head_class: type[nn.Module] = MaskedLMHead
-    sentence_head_class: type[nn.Module] = NextSentenceHead
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__(config)
         self.backbone = self.base_model_class(config, add_pooling_layer=self.add_pooling_layer)
 
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        labels: Tensor | None = None,
+        output_attentions: bool = False,
+        output_hidden_states: bool = False,
+        **targets: Tensor | None,
+    ) -> ModelOutput:
+        """The backbone's output plus this task's predictions. `labels` (and a task's other
+        targets, e.g. `next_sentence_label`, `start_positions`/`end_positions`) add the loss."""
+        out = self.run_backbone(
+            input_ids, attention_mask, token_type_ids, output_attentions, output_hidden_states
+        )
+        self.add_predictions(out, labels, **targets)
+        return out
+
     def run_backbone(
-        self, input_ids, attention_mask, token_type_ids, output_attentions, output_hidden_states
-    ):
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None,
+        token_type_ids: Tensor | None,
+        output_attentions: bool,
+        output_hidden_states: bool,
+    ) -> ModelOutput:
         return self.backbone(
             input_ids=input_ids,
             attention_mask=attention_mask,
@@ -114,12 +139,35 @@ class _WithBackbone(PreTrainedEncoder):
             output_hidden_states=output_hidden_states,
         )
 
+    def add_predictions(self, out: ModelOutput, labels: Tensor | None) -> None:
+        """Set this task's logits (and loss, given targets) on the backbone's output."""
+        raise NotImplementedError(f"{type(self).__name__} defines no head")
+
+    def add_masked_lm_predictions(self, out: ModelOutput, labels: Tensor | None) -> None:
+        """MLM logits (and loss, given labels) from the last hidden states."""
+        # mlm_logits: [n_masked, V] with labels (gathered at the masked positions, which
+        # mlm_positions lists as [n_masked, 2]); [B, S, V] without labels.
+        out.mlm_loss, out.mlm_logits, out.mlm_positions = masked_lm_loss(
+            self.mlm_head, out.last_hidden_state, labels
+        )
+
     def tie_weights(self) -> None:
         """The MLM decoder reads out with the input embedding matrix (saves V x H parameters)."""
         self.mlm_head.decoder.weight = self.backbone.embeddings.word_embeddings.weight
 
 
-class BertForMaskedLM(_WithBackbone):
+def sentence_pair_loss(logits: Tensor, labels: Tensor | None) -> Tensor | None:
+    """Cross-entropy of a two-way sentence-pair head (NSP or SOP), None without labels."""
+    return None if labels is None else F.cross_entropy(logits.float(), labels.view(-1))
+
+
+def total_loss(*losses: Tensor | None) -> Tensor | None:
+    """The sum of the losses that were computed (None when none was)."""
+    losses = [x for x in losses if x is not None]
+    return sum(losses) if losses else None
+
+
+class BertForMaskedLM(TaskModel):
     """BERT with the masked-language-model head (no pooler, as in transformers)."""
 
     def __init__(self, config: BertConfig) -> None:
@@ -128,24 +176,12 @@ class BertForMaskedLM(_WithBackbone):
         self.init_weights()
         self.tie_weights()
 
-    def forward(
-        self,
-        input_ids: Tensor,
-        attention_mask: Tensor | None = None,
-        token_type_ids: Tensor | None = None,
-        labels: Tensor | None = None,
-        output_attentions: bool = False,
-        output_hidden_states: bool = False,
-    ) -> ModelOutput:
-        out = self.run_backbone(
-            input_ids, attention_mask, token_type_ids, output_attentions, output_hidden_states
-        )
-        loss, logits, positions = masked_lm_loss(self.mlm_head, out.last_hidden_state, labels)
-        out.loss, out.mlm_loss, out.mlm_logits, out.mlm_positions = loss, loss, logits, positions
-        return out
+    def add_predictions(self, out: ModelOutput, labels: Tensor | None) -> None:
+        self.add_masked_lm_predictions(out, labels)
+        out.loss = out.mlm_loss
 
 
-class BertForPreTraining(_WithBackbone):
+class BertForPreTraining(TaskModel):
     """BERT's two pretraining objectives at once: MLM on tokens and NSP on the pooled [CLS]."""
 
     add_pooling_layer = True
@@ -153,119 +189,90 @@ class BertForPreTraining(_WithBackbone):
     def __init__(self, config: BertConfig) -> None:
         super().__init__(config)
         self.mlm_head = self.mlm_head_class(config)
-        self.nsp_head = self.sentence_head_class(config)
+        self.nsp_head = NextSentenceHead(config)
         self.init_weights()
         self.tie_weights()
 
-    def forward(
+    def add_predictions(
         self,
-        input_ids: Tensor,
-        attention_mask: Tensor | None = None,
-        token_type_ids: Tensor | None = None,
-        labels: Tensor | None = None,
+        out: ModelOutput,
+        labels: Tensor | None,
         next_sentence_label: Tensor | None = None,
-        output_attentions: bool = False,
-        output_hidden_states: bool = False,
-    ) -> ModelOutput:
-        out = self.run_backbone(
-            input_ids, attention_mask, token_type_ids, output_attentions, output_hidden_states
-        )
-        mlm_loss, logits, positions = masked_lm_loss(self.mlm_head, out.last_hidden_state, labels)
-        out.mlm_loss, out.mlm_logits, out.mlm_positions = mlm_loss, logits, positions
+    ) -> None:
+        self.add_masked_lm_predictions(out, labels)
         out.nsp_logits = self.nsp_head(out.pooler_output)
-        if next_sentence_label is not None:
-            out.nsp_loss = F.cross_entropy(out.nsp_logits.float(), next_sentence_label.view(-1))
-        losses = [x for x in (mlm_loss, out.nsp_loss) if x is not None]
-        out.loss = sum(losses) if losses else None
-        return out
+        out.nsp_loss = sentence_pair_loss(out.nsp_logits, next_sentence_label)
+        out.loss = total_loss(out.mlm_loss, out.nsp_loss)
 
 
-class BertForSequenceClassification(_WithBackbone):
-    """One label per sequence from the pooled [CLS]; num_labels=1 means regression (MSE)."""
+class BertForSequenceClassification(TaskModel):
+    """One label per sequence; num_labels=1 means regression (MSE). The head reads the pooled
+    [CLS]; a variant without a pooler (add_pooling_layer=False) gives its head the token
+    vectors, and the head picks the first one itself."""
 
     add_pooling_layer = True
+    classifier_class: type[nn.Module] = SequenceClassificationHead
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__(config)
-        self.classifier = SequenceClassificationHead(config)
+        self.classifier = self.classifier_class(config)
         self.init_weights()
 
-    def forward(
-        self,
-        input_ids: Tensor,
-        attention_mask: Tensor | None = None,
-        token_type_ids: Tensor | None = None,
-        labels: Tensor | None = None,
-        output_attentions: bool = False,
-        output_hidden_states: bool = False,
-    ) -> ModelOutput:
-        out = self.run_backbone(
-            input_ids, attention_mask, token_type_ids, output_attentions, output_hidden_states
-        )
-        out.logits = self.classifier(out.pooler_output)
+    def add_predictions(self, out: ModelOutput, labels: Tensor | None) -> None:
+        pooled = out.pooler_output if self.add_pooling_layer else out.last_hidden_state
+        out.logits = self.classifier(pooled)
         if labels is not None:
             if self.config.num_labels == 1:
                 out.loss = F.mse_loss(out.logits.squeeze(-1).float(), labels.float())
             else:
                 out.loss = F.cross_entropy(out.logits.float(), labels.view(-1))
-        return out
 
 
-class BertForTokenClassification(_WithBackbone):
+class BertForTokenClassification(TaskModel):
     """One label per token (tagging); labels of -100 are ignored (padding, sub-word pieces)."""
+
+    classifier_class: type[nn.Module] = TokenClassificationHead
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__(config)
-        self.classifier = TokenClassificationHead(config)
+        self.classifier = self.classifier_class(config)
         self.init_weights()
 
-    def forward(
-        self,
-        input_ids: Tensor,
-        attention_mask: Tensor | None = None,
-        token_type_ids: Tensor | None = None,
-        labels: Tensor | None = None,
-        output_attentions: bool = False,
-        output_hidden_states: bool = False,
-    ) -> ModelOutput:
-        out = self.run_backbone(
-            input_ids, attention_mask, token_type_ids, output_attentions, output_hidden_states
-        )
+    def add_predictions(self, out: ModelOutput, labels: Tensor | None) -> None:
         out.logits = self.classifier(out.last_hidden_state)
         if labels is not None:
             out.loss = F.cross_entropy(out.logits.flatten(0, 1).float(), labels.flatten())
-        return out
 
 
-class BertForQuestionAnswering(_WithBackbone):
-    """Extractive QA: start and end logits over the tokens of [CLS] question [SEP] context [SEP]."""
+class BertForQuestionAnswering(TaskModel):
+    """Extractive QA: start and end logits over the tokens of [CLS] question [SEP] context [SEP].
+    Targets: `start_positions` and `end_positions` (token indices), not `labels`."""
+
+    qa_head_class: type[nn.Module] = QuestionAnsweringHead
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__(config)
-        self.qa_head = QuestionAnsweringHead(config)
+        self.qa_head = self.qa_head_class(config)
         self.init_weights()
 
-    def forward(
+    def add_predictions(
         self,
-        input_ids: Tensor,
-        attention_mask: Tensor | None = None,
-        token_type_ids: Tensor | None = None,
+        out: ModelOutput,
+        labels: Tensor | None,
         start_positions: Tensor | None = None,
         end_positions: Tensor | None = None,
-        output_attentions: bool = False,
-        output_hidden_states: bool = False,
-    ) -> ModelOutput:
-        out = self.run_backbone(
-            input_ids, attention_mask, token_type_ids, output_attentions, output_hidden_states
-        )
+    ) -> None:
+        if labels is not None:
+            raise ValueError(
+                "question answering takes start_positions and end_positions, not labels."
+            )
         out.start_logits, out.end_logits = self.qa_head(out.last_hidden_state)
         if start_positions is not None and end_positions is not None:
             # Positions outside the sequence (answer truncated away) are ignored, as in transformers.
-            seq_len = input_ids.shape[1]
+            seq_len = out.last_hidden_state.shape[1]
             start = start_positions.clamp(0, seq_len)
             end = end_positions.clamp(0, seq_len)
             out.loss = (
                 F.cross_entropy(out.start_logits.float(), start, ignore_index=seq_len)
                 + F.cross_entropy(out.end_logits.float(), end, ignore_index=seq_len)
             ) / 2
-        return out

@@ -9,12 +9,9 @@ output projection (BERT's layer, reused here, has one), and dropout before its Q
 
 from __future__ import annotations
 
-from typing import Any
-
 from torch import Tensor, nn
 
 from course_lib.config import DistilBertConfig
-from course_lib.counting import count_bert, linear, register_counter
 from course_lib.models.bert import (
     BertForMaskedLM,
     BertForQuestionAnswering,
@@ -36,16 +33,9 @@ class DistilBertModel(BertModel):
         super().__init__(config, add_pooling_layer=False)
 
 
-class DistilBertForMaskedLM(BertForMaskedLM):
-    """BERT's MLM head exactly (transformers: vocab_transform, activation, vocab_layer_norm,
-    vocab_projector tied to the word embeddings)."""
-
-    base_model_class = DistilBertModel
-    config_class = DistilBertConfig
-
-
 class DistilBertClassificationHead(nn.Module):
-    """pre_classifier, ReLU, dropout, classifier on the [CLS] vector (transformers' head)."""
+    """pre_classifier, ReLU, dropout, classifier on the [CLS] vector (transformers' head): it
+    takes the token vectors and reads the first itself, as DistilBERT has no pooler."""
 
     def __init__(self, config: DistilBertConfig) -> None:
         super().__init__()
@@ -53,29 +43,8 @@ class DistilBertClassificationHead(nn.Module):
         self.dropout = nn.Dropout(config.seq_classif_dropout)
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
 
-    def forward(self, first_token: Tensor) -> Tensor:
-        return self.classifier(self.dropout(self.pre_classifier(first_token).relu()))
-
-
-class DistilBertForSequenceClassification(BertForSequenceClassification):
-    base_model_class = DistilBertModel
-    config_class = DistilBertConfig
-    add_pooling_layer = False
-
-    def __init__(self, config: DistilBertConfig) -> None:
-        super().__init__(config)
-        self.classifier = DistilBertClassificationHead(config)
-        self.init_weights()
-
-    def run_backbone(self, *args: Any) -> Any:
-        out = super().run_backbone(*args)
-        out.pooler_output = out.last_hidden_state[:, 0]  # no pooler: the raw [CLS] vector
-        return out
-
-
-class DistilBertForTokenClassification(BertForTokenClassification):
-    base_model_class = DistilBertModel
-    config_class = DistilBertConfig
+    def forward(self, hidden: Tensor) -> Tensor:
+        return self.classifier(self.dropout(self.pre_classifier(hidden[:, 0]).relu()))
 
 
 class DistilBertQuestionAnsweringHead(QuestionAnsweringHead):
@@ -89,27 +58,33 @@ class DistilBertQuestionAnsweringHead(QuestionAnsweringHead):
         return super().forward(self.dropout(hidden))
 
 
-class DistilBertForQuestionAnswering(BertForQuestionAnswering):
-    base_model_class = DistilBertModel
+class DistilBertVariant:
+    """What every DistilBERT task model changes relative to its BERT parent."""
+
     config_class = DistilBertConfig
-
-    def __init__(self, config: DistilBertConfig) -> None:
-        super().__init__(config)
-        self.qa_head = DistilBertQuestionAnsweringHead(config)
-        self.init_weights()
+    base_model_class = DistilBertModel
 
 
-@register_counter("distilbert")
-def count_distilbert(config: DistilBertConfig, task: str) -> dict[str, int]:
-    """BERT's count with T=0 and no pooler; sequence classification adds pre_classifier (H x H)."""
-    if task == "ForPreTraining":
-        raise ValueError("DistilBERT has no ForPreTraining model (no NSP); use ForMaskedLM.")
-    counts = count_bert(config, task)
-    counts["pooler"] = 0
-    if task == "ForSequenceClassification":
-        h = config.hidden_size
-        counts["heads"] = linear(h, h) + linear(h, config.num_labels)
-    return counts
+class DistilBertForMaskedLM(DistilBertVariant, BertForMaskedLM):
+    """BERT's MLM head exactly (transformers: vocab_transform, activation, vocab_layer_norm,
+    vocab_projector tied to the word embeddings)."""
+
+
+class DistilBertForSequenceClassification(DistilBertVariant, BertForSequenceClassification):
+    """One label per sequence, from the [CLS] vector through DistilBERT's head (no pooler)."""
+
+    add_pooling_layer = False
+    classifier_class = DistilBertClassificationHead
+
+
+class DistilBertForTokenClassification(DistilBertVariant, BertForTokenClassification):
+    """One label per token: BERT's head."""
+
+
+class DistilBertForQuestionAnswering(DistilBertVariant, BertForQuestionAnswering):
+    """Extractive QA, with dropout (qa_dropout) before the span head."""
+
+    qa_head_class = DistilBertQuestionAnsweringHead
 
 
 # --- a student initialised from a teacher -----------------------------------------------------

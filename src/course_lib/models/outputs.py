@@ -25,8 +25,10 @@ class ModelOutput:
     mlm_loss: Tensor | None = None
     mlm_logits: Tensor | None = None
     mlm_positions: Tensor | None = None
-    nsp_loss: Tensor | None = None
+    nsp_loss: Tensor | None = None  # BERT's next-sentence prediction
     nsp_logits: Tensor | None = None
+    sop_loss: Tensor | None = None  # ALBERT's sentence-order prediction
+    sop_logits: Tensor | None = None
     logits: Tensor | None = None
     start_logits: Tensor | None = None
     end_logits: Tensor | None = None

@@ -11,14 +11,10 @@ the recipe (more data, dynamic masking, no NSP, byte-level BPE) and four small d
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from course_lib.config import RobertaConfig
-from course_lib.counting import count_bert, linear, register_counter
 from course_lib.models.bert import (
     BertForMaskedLM,
     BertForQuestionAnswering,
@@ -27,6 +23,7 @@ from course_lib.models.bert import (
     BertModel,
 )
 from course_lib.modules.embeddings import BertEmbeddings
+from course_lib.modules.heads import MaskedLMHead, TokenClassificationHead
 
 
 def create_position_ids_from_input_ids(input_ids: Tensor, padding_idx: int) -> Tensor:
@@ -65,17 +62,16 @@ class RobertaModel(BertModel):
     embeddings_class = RobertaEmbeddings
 
 
-class RobertaForMaskedLM(BertForMaskedLM):
-    base_model_class = RobertaModel
-    config_class = RobertaConfig
+class RobertaLMHead(MaskedLMHead):
+    """BERT's MLM head with exact GELU whatever `hidden_act` says (transformers' RobertaLMHead)."""
 
     def __init__(self, config: RobertaConfig) -> None:
-        super().__init__(config)
-        self.mlm_head.act = F.gelu  # transformers' RobertaLMHead ignores hidden_act
+        super().__init__(config, activation="gelu")
 
 
 class RobertaClassificationHead(nn.Module):
-    """dropout, dense, tanh, dropout, out_proj on the <s> vector (transformers' RoBERTa head)."""
+    """dropout, dense, tanh, dropout, out_proj on the <s> vector (transformers' RoBERTa head):
+    it takes the token vectors and reads the first itself, as RoBERTa has no pooler."""
 
     def __init__(self, config: RobertaConfig) -> None:
         super().__init__()
@@ -83,49 +79,42 @@ class RobertaClassificationHead(nn.Module):
         self.dropout = nn.Dropout(config.classifier_dropout_prob)
         self.out_proj = nn.Linear(config.hidden_size, config.num_labels)
 
-    def forward(self, first_token: Tensor) -> Tensor:
-        x = torch.tanh(self.dense(self.dropout(first_token)))
+    def forward(self, hidden: Tensor) -> Tensor:
+        x = torch.tanh(self.dense(self.dropout(hidden[:, 0])))
         return self.out_proj(self.dropout(x))
 
 
-class RobertaForSequenceClassification(BertForSequenceClassification):
-    base_model_class = RobertaModel
+class RobertaTokenClassificationHead(TokenClassificationHead):
+    """BERT's token head with RoBERTa's classifier dropout."""
+
+    def __init__(self, config: RobertaConfig) -> None:
+        super().__init__(config, dropout=config.classifier_dropout_prob)
+
+
+class RobertaVariant:
+    """What every RoBERTa task model changes relative to its BERT parent."""
+
     config_class = RobertaConfig
+    base_model_class = RobertaModel
+    mlm_head_class = RobertaLMHead
+
+
+class RobertaForMaskedLM(RobertaVariant, BertForMaskedLM):
+    """RoBERTa with the masked-language-model head (exact GELU, decoder tied to the embeddings)."""
+
+
+class RobertaForSequenceClassification(RobertaVariant, BertForSequenceClassification):
+    """One label per sequence, from the <s> vector through RoBERTa's own head (no pooler)."""
+
     add_pooling_layer = False
-
-    def __init__(self, config: RobertaConfig) -> None:
-        super().__init__(config)
-        self.classifier = RobertaClassificationHead(config)
-        self.init_weights()
-
-    def run_backbone(self, *args: Any) -> Any:
-        out = super().run_backbone(*args)
-        out.pooler_output = out.last_hidden_state[:, 0]  # no pooler: the raw <s> vector
-        return out
+    classifier_class = RobertaClassificationHead
 
 
-class RobertaForTokenClassification(BertForTokenClassification):
-    base_model_class = RobertaModel
-    config_class = RobertaConfig
+class RobertaForTokenClassification(RobertaVariant, BertForTokenClassification):
+    """One label per token (dropout: classifier_dropout_prob)."""
 
-    def __init__(self, config: RobertaConfig) -> None:
-        super().__init__(config)
-        self.classifier.dropout.p = config.classifier_dropout_prob
+    classifier_class = RobertaTokenClassificationHead
 
 
-class RobertaForQuestionAnswering(BertForQuestionAnswering):
-    base_model_class = RobertaModel
-    config_class = RobertaConfig
-
-
-@register_counter("roberta")
-def count_roberta(config: RobertaConfig, task: str) -> dict[str, int]:
-    """BERT's count (with P=514, T=1); sequence classification swaps pooler + linear for
-    RoBERTa's head (dense + out_proj), which has exactly as many parameters."""
-    if task == "ForPreTraining":
-        raise ValueError("RoBERTa has no ForPreTraining model (no NSP); use ForMaskedLM.")
-    counts = count_bert(config, task)
-    if task == "ForSequenceClassification":
-        h = config.hidden_size
-        counts["pooler"], counts["heads"] = 0, linear(h, h) + linear(h, config.num_labels)
-    return counts
+class RobertaForQuestionAnswering(RobertaVariant, BertForQuestionAnswering):
+    """Extractive QA: start and end logits per token."""

@@ -23,11 +23,16 @@ class MaskedLMHead(nn.Module):
     """transform (dense, activation, LayerNorm) then a vocabulary projection whose weight is the
     token embedding matrix (tied: the same tensor reads words in and writes them out) plus a bias."""
 
-    def __init__(self, config: BertConfig, embedding_size: int | None = None) -> None:
+    def __init__(
+        self,
+        config: BertConfig,
+        embedding_size: int | None = None,
+        activation: str | None = None,
+    ) -> None:
         super().__init__()
         dim = embedding_size or config.hidden_size  # ALBERT predicts from its smaller E
         self.dense = nn.Linear(config.hidden_size, dim)
-        self.act = get_activation(config.hidden_act)
+        self.act = get_activation(activation or config.hidden_act)  # RoBERTa: always "gelu"
         self.LayerNorm = nn.LayerNorm(dim, eps=config.layer_norm_eps)
         self.decoder = nn.Linear(dim, config.vocab_size)  # weight tied by the model
 
@@ -47,11 +52,12 @@ class NextSentenceHead(nn.Module):
 
 
 class SequenceClassificationHead(nn.Module):
-    """dropout + linear on the pooled [CLS] vector: one prediction per sequence."""
+    """dropout + linear on the pooled [CLS] vector: one prediction per sequence. `dropout`
+    defaults to hidden_dropout_prob (ALBERT and RoBERTa pass their classifier_dropout_prob)."""
 
-    def __init__(self, config: BertConfig) -> None:
+    def __init__(self, config: BertConfig, dropout: float | None = None) -> None:
         super().__init__()
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob if dropout is None else dropout)
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
 
     def forward(self, pooled: Tensor) -> Tensor:

@@ -18,12 +18,14 @@ import hashlib
 import json
 import os
 import random
+import tempfile
 import warnings
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from safetensors import safe_open
 from safetensors.torch import load_file, load_model, save_file, save_model
 from torch import nn
 
@@ -34,6 +36,11 @@ STATE_FILE = "trainer_state.json"
 TOKENIZER_FILE = "tokenizer.json"
 # Everything save_checkpoint writes into a checkpoint directory, and so all it may ever remove.
 CHECKPOINT_FILES = frozenset({MODEL_FILE, OPTIMIZER_FILE, STATE_FILE, TOKENIZER_FILE})
+
+
+# Tensor-name prefixes that a later version of a model renamed: (old, new). A checkpoint saved
+# before the rename loads into today's model (ALBERT's SOP head was stored as `nsp_head`).
+RENAMED_PREFIXES = (("nsp_head.", "sop_head."),)
 
 
 class CheckpointError(ValueError):
@@ -370,7 +377,7 @@ def load_checkpoint(
     device = next(model.parameters()).device
     weights = directory / MODEL_FILE
     try:
-        missing, unexpected = load_model(model, str(weights), strict=False, device=str(device))
+        missing, unexpected = _load_weights(model, weights, str(device))
     except Exception as err:  # truncated, empty, missing or not safetensors; shapes that differ
         raise _file_error(weights, err, "the weights") from err
     if missing or unexpected:
@@ -405,6 +412,31 @@ def load_checkpoint(
                 "another checkpoint or start a new run."
             ) from err
     return state
+
+
+def migrate_keys(names: list[str], model_names: set[str]) -> dict[str, str]:
+    """{stored name: today's name} for the stored tensors that an old version saved under a name
+    `RENAMED_PREFIXES` renamed, where the model has the new name and not the old one."""
+    renames = {}
+    for old, new in RENAMED_PREFIXES:
+        for name in names:
+            moved = new + name[len(old) :]
+            if name.startswith(old) and name not in model_names and moved in model_names:
+                renames[name] = moved
+    return renames
+
+
+def _load_weights(model: nn.Module, path: Path, device: str) -> tuple[list[str], list[str]]:
+    """safetensors' load_model (tied tensors are stored once), after renaming old tensor names:
+    then the renamed file is written to a temporary directory and loaded from there."""
+    with safe_open(str(path), framework="pt") as f:
+        renames = migrate_keys(list(f.keys()), set(model.state_dict()))
+    if not renames:
+        return load_model(model, str(path), strict=False, device=device)
+    tensors = load_file(str(path), device=device)
+    with tempfile.TemporaryDirectory() as tmp:
+        save_file({renames.get(k, k): v for k, v in tensors.items()}, f"{tmp}/{MODEL_FILE}")
+        return load_model(model, f"{tmp}/{MODEL_FILE}", strict=False, device=device)
 
 
 def _file_error(path: Path, err: BaseException, what: str) -> CheckpointError:

@@ -207,14 +207,14 @@ class ModelLoss:
         out = model(**model_inputs(batch))
         parts = {
             name: getattr(out, name)
-            for name in ("mlm_loss", "nsp_loss")
+            for name in ("mlm_loss", "nsp_loss", "sop_loss")
             if getattr(out, name, None) is not None
         }
         if shares is None:
             return out.loss, {name: value.detach() for name, value in parts.items()}
         if not parts:  # e.g. a transformers MLM model: .loss alone, a mean over masked tokens
             parts = {"mlm_loss": out.loss}
-        kinds = {"mlm_loss": "mlm", "nsp_loss": "sentence"}
+        kinds = {"mlm_loss": "mlm", "nsp_loss": "sentence", "sop_loss": "sentence"}
         weighted = {name: value * shares[kinds[name]] for name, value in parts.items()}
         return sum(weighted.values()), {name: v.detach() for name, v in weighted.items()}
 
@@ -322,8 +322,11 @@ def evaluate_pretraining(
         sums[1] += (logits.argmax(-1) == target).sum().item()
         sums[2] += target.numel()
         sentence = batch.get("next_sentence_label", batch.get("sentence_order_label"))
-        if sentence is not None and getattr(out, "nsp_logits", None) is not None:
-            sums[3] += (out.nsp_logits.argmax(-1) == sentence).sum().item()
+        pair_logits = getattr(out, "nsp_logits", None)
+        if pair_logits is None:  # ALBERT's sentence head is SOP
+            pair_logits = getattr(out, "sop_logits", None)
+        if sentence is not None and pair_logits is not None:
+            sums[3] += (pair_logits.argmax(-1) == sentence).sum().item()
             sums[4] += sentence.numel()
     sums = distributed.all_reduce_sum(sums)
     model.train(was_training)
