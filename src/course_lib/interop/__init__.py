@@ -1,11 +1,13 @@
-"""Conversion between course_lib models and `transformers` models, carrying the same weights."""
+"""Conversion between course_lib models and `transformers` models, carrying the same weights.
 
-# Importing a family's module registers its weight tables.
-from course_lib.interop import albert as _albert  # noqa: F401
-from course_lib.interop import bert as _bert  # noqa: F401
-from course_lib.interop import deberta as _deberta  # noqa: F401
-from course_lib.interop import distilbert as _distilbert  # noqa: F401
-from course_lib.interop import roberta as _roberta  # noqa: F401
-from course_lib.interop.core import CONVERSIONS, from_transformers, to_transformers
+Each family's module holds its tables (config translation, the backbone's keys, each head's
+keys); `register_family` turns them into one conversion per class.
+"""
+
+from course_lib.interop import albert, bert, deberta, distilbert, roberta
+from course_lib.interop.core import CONVERSIONS, from_transformers, register_family, to_transformers
+
+for _family in (albert, bert, deberta, distilbert, roberta):
+    register_family(_family)
 
 __all__ = ["CONVERSIONS", "from_transformers", "to_transformers"]

@@ -10,7 +10,7 @@
       feed_forward.up / .down / output_norm       ffn / ffn_output / full_layer_layer_norm
     backbone.pooler.dense                       albert.pooler
     mlm_head.dense / LayerNorm / decoder.bias   predictions.dense / LayerNorm / bias
-    sop_head.classifier                         sop_classifier.classifier
+    nsp_head.classifier (the SOP head)          sop_classifier.classifier
 
 Only the first layer that uses a shared weight appears in the table: our later layers hold the
 same tensor. transformers shares whole layers within groups (our sharing="all"); sharing="none"
@@ -22,28 +22,15 @@ from __future__ import annotations
 from typing import Any
 
 from course_lib.config import AlbertConfig
-from course_lib.interop.bert import EMBEDDING_KEYS
-from course_lib.interop.core import Conversion, register
+from course_lib.interop import bert
+from course_lib.interop.core import linear_keys, mlm_keys
 from course_lib.models import albert as m
 from course_lib.modules.sharing import sharing_plan
 
-SHARED_FIELDS = (
-    "vocab_size",
-    "embedding_size",
-    "hidden_size",
-    "num_hidden_layers",
-    "num_attention_heads",
-    "intermediate_size",
-    "inner_group_num",
-    "hidden_act",
-    "hidden_dropout_prob",
-    "attention_probs_dropout_prob",
-    "max_position_embeddings",
-    "type_vocab_size",
-    "initializer_range",
-    "layer_norm_eps",
-    "pad_token_id",
-)
+# core.register_family converts BASE and the classes named in HEAD_KEYS (interop/__init__).
+BASE = m.AlbertModel
+HF_PREFIX = "albert."
+SHARED_FIELDS = (*bert.SHARED_FIELDS, "embedding_size", "inner_group_num")
 
 LAYER_KEYS = [
     ("attention.query", "attention.query"),
@@ -123,11 +110,10 @@ def backbone_table(
     config: AlbertConfig, ours: str, theirs: str, pooler: bool
 ) -> list[tuple[str, str]]:
     """Keys of the encoder body; `ours`/`theirs` are the prefixes ('backbone.'/'albert.' or '')."""
-    table = [(f"{ours}embeddings.{a}", f"{theirs}embeddings.{b}") for a, b in EMBEDDING_KEYS]
-    table += [
-        (f"{ours}embeddings.projection.{p}", f"{theirs}encoder.embedding_hidden_mapping_in.{p}")
-        for p in ("weight", "bias")
-    ]
+    table = [(f"{ours}embeddings.{k}", f"{theirs}embeddings.{k}") for k in bert.EMBEDDING_KEYS]
+    table += linear_keys(
+        f"{ours}embeddings.projection", f"{theirs}encoder.embedding_hidden_mapping_in"
+    )
     per_group = config.num_hidden_layers // _hf_groups(config)
     plan = sharing_plan(config.num_hidden_layers, _hf_groups(config), config.inner_group_num, "all")
     for i, (owner, _) in enumerate(plan):
@@ -136,20 +122,13 @@ def backbone_table(
         layer, inner = divmod(i, config.inner_group_num)
         hf_layer = f"{theirs}encoder.albert_layer_groups.{layer // per_group}.albert_layers.{inner}"
         for a, b in LAYER_KEYS:
-            for p in ("weight", "bias"):
-                table.append((f"{ours}encoder.layers.{i}.{a}.{p}", f"{hf_layer}.{b}.{p}"))
+            table += linear_keys(f"{ours}encoder.layers.{i}.{a}", f"{hf_layer}.{b}")
     if pooler:
-        table += [(f"{ours}pooler.dense.{p}", f"{theirs}pooler.{p}") for p in ("weight", "bias")]
+        table += linear_keys(f"{ours}pooler.dense", f"{theirs}pooler")
     return table
 
 
-MLM_KEYS = [
-    ("mlm_head.dense.weight", "predictions.dense.weight"),
-    ("mlm_head.dense.bias", "predictions.dense.bias"),
-    ("mlm_head.LayerNorm.weight", "predictions.LayerNorm.weight"),
-    ("mlm_head.LayerNorm.bias", "predictions.LayerNorm.bias"),
-    ("mlm_head.decoder.bias", "predictions.bias"),
-]
+MLM_KEYS = mlm_keys("predictions.dense", "predictions.LayerNorm", "predictions.bias")
 MLM_ALIASES = {  # transformers stores the tied tensors under a second name too
     "predictions.decoder.weight": "albert.embeddings.word_embeddings.weight",
     "predictions.decoder.bias": "predictions.bias",
@@ -157,46 +136,8 @@ MLM_ALIASES = {  # transformers stores the tied tensors under a second name too
 HEAD_KEYS = {
     "AlbertForMaskedLM": MLM_KEYS,
     "AlbertForPreTraining": MLM_KEYS
-    + [(f"sop_head.classifier.{p}", f"sop_classifier.classifier.{p}") for p in ("weight", "bias")],
-    "AlbertForSequenceClassification": [
-        (f"classifier.classifier.{p}", f"classifier.{p}") for p in ("weight", "bias")
-    ],
-    "AlbertForTokenClassification": [
-        (f"classifier.classifier.{p}", f"classifier.{p}") for p in ("weight", "bias")
-    ],
-    "AlbertForQuestionAnswering": [
-        (f"qa_head.qa_outputs.{p}", f"qa_outputs.{p}") for p in ("weight", "bias")
-    ],
+    + linear_keys("nsp_head.classifier", "sop_classifier.classifier"),
+    "AlbertForSequenceClassification": linear_keys("classifier.classifier", "classifier"),
+    "AlbertForTokenClassification": linear_keys("classifier.classifier", "classifier"),
+    "AlbertForQuestionAnswering": linear_keys("qa_head.qa_outputs", "qa_outputs"),
 }
-
-
-def _register_all() -> None:
-    register(
-        Conversion(
-            ours=m.AlbertModel,
-            hf_class_name="AlbertModel",
-            config_from_hf=config_from_hf,
-            config_to_hf=config_to_hf,
-            key_table=lambda c: backbone_table(c, "", "", pooler=True),
-        )
-    )
-    for name, cls in m.ALBERT_CLASSES.items():
-        if name == "AlbertModel":
-            continue
-        has_mlm = name in ("AlbertForMaskedLM", "AlbertForPreTraining")
-        register(
-            Conversion(
-                ours=cls,
-                hf_class_name=name,
-                config_from_hf=lambda hf, name=name: config_from_hf(hf, name),
-                config_to_hf=lambda c, name=name: config_to_hf(c, name),
-                key_table=lambda c, cls=cls, name=name: (
-                    backbone_table(c, "backbone.", "albert.", pooler=cls.add_pooling_layer)
-                    + HEAD_KEYS[name]
-                ),
-                hf_aliases=(lambda c: MLM_ALIASES) if has_mlm else (lambda c: {}),
-            )
-        )
-
-
-_register_all()

@@ -16,8 +16,12 @@ from __future__ import annotations
 from typing import Any
 
 from course_lib.config import BertConfig
-from course_lib.interop.core import Conversion, register
+from course_lib.interop.core import layer_keys, linear_keys, mlm_keys
 from course_lib.models import bert as m
+
+# core.register_family converts BASE and the classes named in HEAD_KEYS (interop/__init__).
+BASE = m.BertModel
+HF_PREFIX = "bert."
 
 SHARED_FIELDS = (
     "vocab_size",
@@ -35,13 +39,13 @@ SHARED_FIELDS = (
     "pad_token_id",
 )
 
-EMBEDDING_KEYS = [
-    ("word_embeddings.weight", "word_embeddings.weight"),
-    ("position_embeddings.weight", "position_embeddings.weight"),
-    ("token_type_embeddings.weight", "token_type_embeddings.weight"),
-    ("LayerNorm.weight", "LayerNorm.weight"),
-    ("LayerNorm.bias", "LayerNorm.bias"),
-]
+EMBEDDING_KEYS = (  # the same names on both sides
+    "word_embeddings.weight",
+    "position_embeddings.weight",
+    "token_type_embeddings.weight",
+    "LayerNorm.weight",
+    "LayerNorm.bias",
+)
 
 LAYER_KEYS = [
     ("attention.query", "attention.self.query"),
@@ -80,79 +84,26 @@ def backbone_table(
     config: BertConfig, ours: str, theirs: str, pooler: bool
 ) -> list[tuple[str, str]]:
     """Keys of the encoder body; `ours`/`theirs` are the prefixes ('backbone.'/'bert.' or '')."""
-    table = [(f"{ours}embeddings.{a}", f"{theirs}embeddings.{b}") for a, b in EMBEDDING_KEYS]
-    for i in range(config.num_hidden_layers):
-        for a, b in LAYER_KEYS:
-            for p in ("weight", "bias"):
-                table.append(
-                    (f"{ours}encoder.layers.{i}.{a}.{p}", f"{theirs}encoder.layer.{i}.{b}.{p}")
-                )
+    table = [(f"{ours}embeddings.{k}", f"{theirs}embeddings.{k}") for k in EMBEDDING_KEYS]
+    table += layer_keys(
+        config.num_hidden_layers, LAYER_KEYS, f"{ours}encoder.layers.", f"{theirs}encoder.layer."
+    )
     if pooler:
-        table += [
-            (f"{ours}pooler.dense.{p}", f"{theirs}pooler.dense.{p}") for p in ("weight", "bias")
-        ]
+        table += linear_keys(f"{ours}pooler.dense", f"{theirs}pooler.dense")
     return table
 
 
-MLM_KEYS = [
-    ("mlm_head.dense.weight", "cls.predictions.transform.dense.weight"),
-    ("mlm_head.dense.bias", "cls.predictions.transform.dense.bias"),
-    ("mlm_head.LayerNorm.weight", "cls.predictions.transform.LayerNorm.weight"),
-    ("mlm_head.LayerNorm.bias", "cls.predictions.transform.LayerNorm.bias"),
-    ("mlm_head.decoder.bias", "cls.predictions.bias"),
-]
 MLM_ALIASES = {  # transformers stores the tied tensors under a second name too
     "cls.predictions.decoder.weight": "bert.embeddings.word_embeddings.weight",
     "cls.predictions.decoder.bias": "cls.predictions.bias",
 }
+MLM_KEYS = mlm_keys(
+    "cls.predictions.transform.dense", "cls.predictions.transform.LayerNorm", "cls.predictions.bias"
+)
 HEAD_KEYS = {
     "BertForMaskedLM": MLM_KEYS,
-    "BertForPreTraining": MLM_KEYS
-    + [(f"nsp_head.classifier.{p}", f"cls.seq_relationship.{p}") for p in ("weight", "bias")],
-    "BertForSequenceClassification": [
-        (f"classifier.classifier.{p}", f"classifier.{p}") for p in ("weight", "bias")
-    ],
-    "BertForTokenClassification": [
-        (f"classifier.classifier.{p}", f"classifier.{p}") for p in ("weight", "bias")
-    ],
-    "BertForQuestionAnswering": [
-        (f"qa_head.qa_outputs.{p}", f"qa_outputs.{p}") for p in ("weight", "bias")
-    ],
+    "BertForPreTraining": MLM_KEYS + linear_keys("nsp_head.classifier", "cls.seq_relationship"),
+    "BertForSequenceClassification": linear_keys("classifier.classifier", "classifier"),
+    "BertForTokenClassification": linear_keys("classifier.classifier", "classifier"),
+    "BertForQuestionAnswering": linear_keys("qa_head.qa_outputs", "qa_outputs"),
 }
-
-
-def _register_all() -> None:
-    register(
-        Conversion(
-            ours=m.BertModel,
-            hf_class_name="BertModel",
-            config_from_hf=config_from_hf,
-            config_to_hf=config_to_hf,
-            key_table=lambda c: backbone_table(c, "", "", pooler=True),
-        )
-    )
-    for cls in (
-        m.BertForMaskedLM,
-        m.BertForPreTraining,
-        m.BertForSequenceClassification,
-        m.BertForTokenClassification,
-        m.BertForQuestionAnswering,
-    ):
-        name = cls.__name__
-        has_mlm = name in ("BertForMaskedLM", "BertForPreTraining")
-        register(
-            Conversion(
-                ours=cls,
-                hf_class_name=name,
-                config_from_hf=config_from_hf,
-                config_to_hf=config_to_hf,
-                key_table=lambda c, cls=cls, name=name: (
-                    backbone_table(c, "backbone.", "bert.", pooler=cls.add_pooling_layer)
-                    + HEAD_KEYS[name]
-                ),
-                hf_aliases=(lambda c: MLM_ALIASES) if has_mlm else (lambda c: {}),
-            )
-        )
-
-
-_register_all()

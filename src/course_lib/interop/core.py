@@ -1,14 +1,18 @@
 """The machinery behind from_transformers / to_transformers: explicit key tables with shape checks.
 
-Each family registers a `Conversion`: which transformers class matches which course_lib class,
-how configs translate, and a table of (course_lib key, transformers key) pairs. Nothing is
-matched by guessing: a key on either side that the table does not name is an error.
+Each family registers a `Conversion` per class (`register_family` does a whole family): which
+transformers class matches which course_lib class, how configs translate, and a table of
+(course_lib key, transformers key) pairs. Nothing is matched by guessing: a key on either side
+that the table does not name is an error.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import inspect
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
+from types import ModuleType
 from typing import Any
 
 import torch
@@ -30,9 +34,102 @@ CONVERSIONS: dict[str, Conversion] = {}  # keyed by course_lib class name
 _BY_HF: dict[str, Conversion] = {}
 
 
+KeyTable = list[tuple[str, str]]
+# A head's keys: fixed, or depending on the config (DeBERTa's two MLM layouts).
+HeadKeys = KeyTable | Callable[[Any], KeyTable]
+Aliases = Mapping[str, str] | Callable[[Any], Mapping[str, str]]
+
+
 def register(conversion: Conversion) -> None:
     CONVERSIONS[conversion.ours.__name__] = conversion
     _BY_HF[conversion.hf_class_name] = conversion
+
+
+def linear_keys(ours: str, theirs: str) -> KeyTable:
+    """The weight and bias of one Linear (or LayerNorm) module, named `ours` and `theirs`."""
+    return [(f"{ours}.{p}", f"{theirs}.{p}") for p in ("weight", "bias")]
+
+
+def mlm_keys(dense: str, norm: str, bias: str) -> KeyTable:
+    """Our MLM head (transform dense + LayerNorm, decoder bias) under transformers' names; the
+    decoder weight is the word embedding, tied on both sides."""
+    return [
+        *linear_keys("mlm_head.dense", dense),
+        *linear_keys("mlm_head.LayerNorm", norm),
+        ("mlm_head.decoder.bias", bias),
+    ]
+
+
+def layer_keys(num_layers: int, keys: KeyTable, ours: str, theirs: str) -> KeyTable:
+    """`keys` (module pairs) of every encoder layer i, under `{ours}{i}.` and `{theirs}{i}.`."""
+    return [
+        pair
+        for i in range(num_layers)
+        for a, b in keys
+        for pair in linear_keys(f"{ours}{i}.{a}", f"{theirs}{i}.{b}")
+    ]
+
+
+def _resolve(table: Any, config: Any) -> Any:
+    """A table given as is, or as a function of the config."""
+    return table(config) if callable(table) else table
+
+
+def register_family(family: ModuleType) -> None:
+    """Register a Conversion for the base model and for each task model of a family module.
+
+    The module (interop.bert, ...) defines:
+      BASE            our base model class, e.g. BertModel
+      HF_PREFIX       where transformers' task models hold the base model, e.g. "bert."
+      HEAD_KEYS       task class name -> its head's key pairs (or a function of the config)
+      MLM_ALIASES     tied tensors transformers also stores under a second name, in models
+                      with an MLM head (a dict, or a function of the config)
+      backbone_table(config, ours, theirs, pooler), config_from_hf, config_to_hf
+    and, where transformers names classes otherwise, HF_NAMES (our name -> theirs). A config
+    function that takes `cls_name` is told the class (ALBERT: transformers sizes some heads by
+    num_labels where ours have two logits).
+    """
+    from course_lib.models import MODEL_CLASSES
+
+    hf_names = getattr(family, "HF_NAMES", {})
+
+    def add(cls: type[nn.Module], head: HeadKeys, prefixes: tuple[str, str], pooler: bool) -> None:
+        name = cls.__name__
+        from_hf, to_hf = (
+            _told_class(f, name) for f in (family.config_from_hf, family.config_to_hf)
+        )
+        key_table = partial(_class_keys, family.backbone_table, head, prefixes, pooler)
+        aliases = partial(_class_aliases, family.MLM_ALIASES, head)
+        register(Conversion(cls, hf_names.get(name, name), from_hf, to_hf, key_table, aliases))
+
+    # from_transformers builds the base model with its defaults: a pooler iff it adds one.
+    pooling = inspect.signature(family.BASE).parameters.get("add_pooling_layer")
+    add(family.BASE, [], ("", ""), pooler=pooling is not None and pooling.default)
+    for name, head in family.HEAD_KEYS.items():
+        cls = MODEL_CLASSES[name]
+        add(cls, head, ("backbone.", family.HF_PREFIX), cls.add_pooling_layer)
+
+
+def _told_class(config_function: Callable[..., Any], name: str) -> Callable[..., Any]:
+    """`config_function` with `cls_name=name` bound, if it takes the class name."""
+    if "cls_name" in inspect.signature(config_function).parameters:
+        return partial(config_function, cls_name=name)
+    return config_function
+
+
+def _class_keys(
+    backbone: Callable[..., KeyTable],
+    head: HeadKeys,
+    prefixes: tuple[str, str],
+    pooler: bool,
+    config: Any,
+) -> KeyTable:
+    return backbone(config, *prefixes, pooler=pooler) + _resolve(head, config)
+
+
+def _class_aliases(aliases: Aliases, head: HeadKeys, config: Any) -> Mapping[str, str]:
+    has_mlm = any(ours.startswith("mlm_head.") for ours, _ in _resolve(head, config))
+    return _resolve(aliases, config) if has_mlm else {}
 
 
 def _copy(

@@ -23,23 +23,15 @@ from __future__ import annotations
 from typing import Any
 
 from course_lib.config import DebertaConfig
-from course_lib.interop.core import Conversion, register
+from course_lib.interop import bert
+from course_lib.interop.core import layer_keys, linear_keys, mlm_keys
 from course_lib.models import deberta as m
 
+# core.register_family converts BASE and the classes named in HEAD_KEYS (interop/__init__).
+BASE = m.DebertaModel
+HF_PREFIX = "deberta."
 SHARED_FIELDS = (
-    "vocab_size",
-    "hidden_size",
-    "num_hidden_layers",
-    "num_attention_heads",
-    "intermediate_size",
-    "hidden_act",
-    "hidden_dropout_prob",
-    "attention_probs_dropout_prob",
-    "max_position_embeddings",
-    "type_vocab_size",
-    "initializer_range",
-    "layer_norm_eps",
-    "pad_token_id",
+    *bert.SHARED_FIELDS,
     "relative_attention",
     "max_relative_positions",
     "position_biased_input",
@@ -128,7 +120,9 @@ def config_to_hf(config: DebertaConfig) -> Any:
     )
 
 
-def backbone_table(config: DebertaConfig, ours: str, theirs: str) -> list[tuple[str, str]]:
+def backbone_table(
+    config: DebertaConfig, ours: str, theirs: str, pooler: bool
+) -> list[tuple[str, str]]:
     """Keys of the encoder body; `ours`/`theirs` are the prefixes ('backbone.'/'deberta.' or '')."""
     embeddings = ["word_embeddings.weight", "LayerNorm.weight", "LayerNorm.bias"]
     if config.position_biased_input:
@@ -136,46 +130,36 @@ def backbone_table(config: DebertaConfig, ours: str, theirs: str) -> list[tuple[
     if config.type_vocab_size > 0:
         embeddings.append("token_type_embeddings.weight")
     table = [(f"{ours}embeddings.{k}", f"{theirs}embeddings.{k}") for k in embeddings]
-    layer_keys = list(LAYER_KEYS)
+    keys = list(LAYER_KEYS)
     if config.relative_attention and not config.share_att_key:
-        layer_keys += [POSITION_PROJECTION_KEYS[t] for t in config.pos_att_type]
-    for i in range(config.num_hidden_layers):
-        for a, b in layer_keys:
-            for p in ("weight", "bias"):
-                table.append(
-                    (f"{ours}encoder.layers.{i}.{a}.{p}", f"{theirs}encoder.layer.{i}.{b}.{p}")
-                )
+        keys += [POSITION_PROJECTION_KEYS[t] for t in config.pos_att_type]
+    table += layer_keys(
+        config.num_hidden_layers, keys, f"{ours}encoder.layers.", f"{theirs}encoder.layer."
+    )
     if config.relative_attention:
         table.append(
             (f"{ours}encoder.rel_embeddings.weight", f"{theirs}encoder.rel_embeddings.weight")
         )
     if config.norm_rel_ebd == "layer_norm":
-        table += [
-            (f"{ours}encoder.rel_norm.{p}", f"{theirs}encoder.LayerNorm.{p}")
-            for p in ("weight", "bias")
-        ]
+        table += linear_keys(f"{ours}encoder.rel_norm", f"{theirs}encoder.LayerNorm")
+    if pooler:  # the ContextPooler of classifiers: transformers keeps it beside the backbone
+        table += linear_keys(f"{ours}pooler.dense", "pooler.dense")
     return table
 
 
 def mlm_table(config: DebertaConfig) -> list[tuple[str, str]]:
     """The MLM head: same computation under two transformers layouts (see DebertaConfig.legacy)."""
     if config.legacy:
-        dense, norm, bias = (
+        return mlm_keys(
             "cls.predictions.transform.dense",
             "cls.predictions.transform.LayerNorm",
             "cls.predictions.bias",
         )
-    else:
-        dense, norm, bias = (
-            "lm_predictions.lm_head.dense",
-            "lm_predictions.lm_head.LayerNorm",
-            "lm_predictions.lm_head.bias",
-        )
-    return [
-        *((f"mlm_head.dense.{p}", f"{dense}.{p}") for p in ("weight", "bias")),
-        *((f"mlm_head.LayerNorm.{p}", f"{norm}.{p}") for p in ("weight", "bias")),
-        ("mlm_head.decoder.bias", bias),
-    ]
+    return mlm_keys(
+        "lm_predictions.lm_head.dense",
+        "lm_predictions.lm_head.LayerNorm",
+        "lm_predictions.lm_head.bias",
+    )
 
 
 def mlm_aliases(config: DebertaConfig) -> dict[str, str]:
@@ -188,50 +172,12 @@ def mlm_aliases(config: DebertaConfig) -> dict[str, str]:
     }
 
 
-def _linear(ours: str, theirs: str) -> list[tuple[str, str]]:
-    return [(f"{ours}.{p}", f"{theirs}.{p}") for p in ("weight", "bias")]
-
-
-HEAD_TABLES = {
+MLM_ALIASES = mlm_aliases
+HEAD_KEYS = {
     "DebertaForMaskedLM": mlm_table,
-    "DebertaForSequenceClassification": lambda c: (
-        _linear("backbone.pooler.dense", "pooler.dense")
-        + _linear("classifier.classifier", "classifier")
-    ),
-    "DebertaForTokenClassification": lambda c: _linear("classifier.classifier", "classifier"),
-    "DebertaForQuestionAnswering": lambda c: _linear("qa_head.qa_outputs", "qa_outputs"),
+    "DebertaForSequenceClassification": linear_keys("classifier.classifier", "classifier"),
+    "DebertaForTokenClassification": linear_keys("classifier.classifier", "classifier"),
+    "DebertaForQuestionAnswering": linear_keys("qa_head.qa_outputs", "qa_outputs"),
 }
-
-
-def _register_all() -> None:
-    register(
-        Conversion(
-            ours=m.DebertaModel,
-            hf_class_name="DebertaV2Model",
-            config_from_hf=config_from_hf,
-            config_to_hf=config_to_hf,
-            key_table=lambda c: backbone_table(c, "", ""),
-        )
-    )
-    for cls in (
-        m.DebertaForMaskedLM,
-        m.DebertaForSequenceClassification,
-        m.DebertaForTokenClassification,
-        m.DebertaForQuestionAnswering,
-    ):
-        name = cls.__name__
-        register(
-            Conversion(
-                ours=cls,
-                hf_class_name=name.replace("Deberta", "DebertaV2", 1),
-                config_from_hf=config_from_hf,
-                config_to_hf=config_to_hf,
-                key_table=lambda c, name=name: (
-                    backbone_table(c, "backbone.", "deberta.") + HEAD_TABLES[name](c)
-                ),
-                hf_aliases=mlm_aliases if name == "DebertaForMaskedLM" else (lambda c: {}),
-            )
-        )
-
-
-_register_all()
+# transformers' DeBERTa-v2 classes (which also serve v3), by our names.
+HF_NAMES = {name: name.replace("Deberta", "DebertaV2", 1) for name in ("DebertaModel", *HEAD_KEYS)}

@@ -16,8 +16,12 @@ from __future__ import annotations
 from typing import Any
 
 from course_lib.config import DistilBertConfig
-from course_lib.interop.core import Conversion, register
+from course_lib.interop.core import layer_keys, linear_keys, mlm_keys
 from course_lib.models import distilbert as m
+
+# core.register_family converts BASE and the classes named in HEAD_KEYS (interop/__init__).
+BASE = m.DistilBertModel
+HF_PREFIX = "distilbert."
 
 # (ours, transformers) config field names
 CONFIG_FIELDS = [
@@ -69,10 +73,6 @@ def config_to_hf(config: DistilBertConfig) -> Any:
     )
 
 
-def _pair(ours: str, theirs: str) -> list[tuple[str, str]]:
-    return [(f"{ours}.{p}", f"{theirs}.{p}") for p in ("weight", "bias")]
-
-
 LAYER_KEYS = [
     ("attention.query", "attention.q_lin"),
     ("attention.key", "attention.k_lin"),
@@ -85,54 +85,35 @@ LAYER_KEYS = [
 ]
 
 
-def backbone_table(config: DistilBertConfig, ours: str, theirs: str) -> list[tuple[str, str]]:
-    """Keys of the encoder body; `ours`/`theirs` are the prefixes ('backbone.'/'distilbert.' or '')."""
-    table = [("word_embeddings.weight",) * 2, ("position_embeddings.weight",) * 2]
-    table = [(f"{ours}embeddings.{a}", f"{theirs}embeddings.{b}") for a, b in table]
-    table += _pair(f"{ours}embeddings.LayerNorm", f"{theirs}embeddings.LayerNorm")
-    for i in range(config.num_hidden_layers):
-        for a, b in LAYER_KEYS:
-            table += _pair(f"{ours}encoder.layers.{i}.{a}", f"{theirs}transformer.layer.{i}.{b}")
-    return table
+def backbone_table(
+    config: DistilBertConfig, ours: str, theirs: str, pooler: bool
+) -> list[tuple[str, str]]:
+    """Keys of the encoder body; `ours`/`theirs` are the prefixes ('backbone.'/'distilbert.' or '').
+    DistilBERT has no pooler: `pooler` is False for each of its classes."""
+    if pooler:
+        raise ValueError("DistilBERT has no pooler.")
+    table = [
+        (f"{ours}embeddings.{k}", f"{theirs}embeddings.{k}")
+        for k in ("word_embeddings.weight", "position_embeddings.weight")
+    ]
+    table += linear_keys(f"{ours}embeddings.LayerNorm", f"{theirs}embeddings.LayerNorm")
+    return table + layer_keys(
+        config.num_hidden_layers,
+        LAYER_KEYS,
+        f"{ours}encoder.layers.",
+        f"{theirs}transformer.layer.",
+    )
 
 
 HEAD_KEYS = {
-    "DistilBertModel": [],
-    "DistilBertForMaskedLM": _pair("mlm_head.dense", "vocab_transform")
-    + _pair("mlm_head.LayerNorm", "vocab_layer_norm")
-    + [("mlm_head.decoder.bias", "vocab_projector.bias")],
-    "DistilBertForSequenceClassification": _pair("classifier.pre_classifier", "pre_classifier")
-    + _pair("classifier.classifier", "classifier"),
-    "DistilBertForTokenClassification": _pair("classifier.classifier", "classifier"),
-    "DistilBertForQuestionAnswering": _pair("qa_head.qa_outputs", "qa_outputs"),
+    "DistilBertForMaskedLM": mlm_keys(
+        "vocab_transform", "vocab_layer_norm", "vocab_projector.bias"
+    ),
+    "DistilBertForSequenceClassification": linear_keys(
+        "classifier.pre_classifier", "pre_classifier"
+    )
+    + linear_keys("classifier.classifier", "classifier"),
+    "DistilBertForTokenClassification": linear_keys("classifier.classifier", "classifier"),
+    "DistilBertForQuestionAnswering": linear_keys("qa_head.qa_outputs", "qa_outputs"),
 }
 MLM_ALIASES = {"vocab_projector.weight": "distilbert.embeddings.word_embeddings.weight"}
-
-
-def _register_all() -> None:
-    for cls in (
-        m.DistilBertModel,
-        m.DistilBertForMaskedLM,
-        m.DistilBertForSequenceClassification,
-        m.DistilBertForTokenClassification,
-        m.DistilBertForQuestionAnswering,
-    ):
-        name = cls.__name__
-        prefix = ("", "") if name == "DistilBertModel" else ("backbone.", "distilbert.")
-        register(
-            Conversion(
-                ours=cls,
-                hf_class_name=name,
-                config_from_hf=config_from_hf,
-                config_to_hf=config_to_hf,
-                key_table=lambda c, name=name, prefix=prefix: (
-                    backbone_table(c, *prefix) + HEAD_KEYS[name]
-                ),
-                hf_aliases=(lambda c: MLM_ALIASES)
-                if name == "DistilBertForMaskedLM"
-                else (lambda c: {}),
-            )
-        )
-
-
-_register_all()

@@ -26,8 +26,9 @@ from typing import Any
 import torch
 from torch import nn
 
+from course_lib.interop import roberta
 from course_lib.interop.bert import SHARED_FIELDS
-from course_lib.interop.core import _load_exact
+from course_lib.interop.core import _load_exact, layer_keys, linear_keys
 
 HF_PREFIX = "roberta_prelayernorm."
 FAMILIES = ("bert", "roberta", "distilbert")
@@ -63,19 +64,12 @@ POSITIONS = "embeddings.position_embeddings.weight"
 SEGMENTS = "embeddings.token_type_embeddings.weight"
 
 
-def _pair(ours: str, theirs: str) -> list[tuple[str, str]]:
-    return [(f"{ours}.{p}", f"{theirs}.{p}") for p in ("weight", "bias")]
-
-
-HEAD_KEYS = {
-    "RobertaPreLayerNormModel": _pair("pooler.dense", "pooler.dense"),
-    "RobertaPreLayerNormForMaskedLM": _pair("mlm_head.dense", "lm_head.dense")
-    + _pair("mlm_head.LayerNorm", "lm_head.layer_norm")
-    + [("mlm_head.decoder.bias", "lm_head.bias")],
-    "RobertaPreLayerNormForTokenClassification": _pair("classifier.classifier", "classifier"),
-    "RobertaPreLayerNormForQuestionAnswering": _pair("qa_head.qa_outputs", "qa_outputs"),
-    "RobertaPreLayerNormForSequenceClassification": _pair("classifier.dense", "classifier.dense")
-    + _pair("classifier.out_proj", "classifier.out_proj"),
+HEAD_KEYS = {  # RoBERTa's heads, under the RobertaPreLayerNorm class names
+    "RobertaPreLayerNormModel": linear_keys("pooler.dense", "pooler.dense"),
+    **{
+        name.replace("Roberta", "RobertaPreLayerNorm", 1): keys
+        for name, keys in roberta.HEAD_KEYS.items()
+    },
 }
 MLM_ALIASES = {
     "lm_head.decoder.weight": f"{HF_PREFIX}embeddings.word_embeddings.weight",
@@ -144,10 +138,10 @@ def key_table(config: Any, hf_class_name: str) -> list[tuple[str, str]]:
     if config.type_vocab_size > 0:
         keys.append(SEGMENTS)
     table = [(f"{ours}{k}", f"{theirs}{k}") for k in keys]
-    for i in range(config.num_hidden_layers):
-        for a, b in LAYER_KEYS:
-            table += _pair(f"{ours}encoder.layers.{i}.{a}", f"{theirs}encoder.layer.{i}.{b}")
-    table += _pair(f"{ours}encoder.final_norm", f"{theirs}LayerNorm")
+    table += layer_keys(
+        config.num_hidden_layers, LAYER_KEYS, f"{ours}encoder.layers.", f"{theirs}encoder.layer."
+    )
+    table += linear_keys(f"{ours}encoder.final_norm", f"{theirs}LayerNorm")
     return table + HEAD_KEYS[hf_class_name]
 
 

@@ -13,9 +13,15 @@ from __future__ import annotations
 from typing import Any
 
 from course_lib.config import RobertaConfig
-from course_lib.interop.bert import SHARED_FIELDS, backbone_table
-from course_lib.interop.core import Conversion, register
+from course_lib.interop import bert
+from course_lib.interop.bert import SHARED_FIELDS
+from course_lib.interop.core import linear_keys, mlm_keys
 from course_lib.models import roberta as m
+
+# core.register_family converts BASE and the classes named in HEAD_KEYS (interop/__init__).
+BASE = m.RobertaModel
+HF_PREFIX = "roberta."
+backbone_table = bert.backbone_table  # RoBERTa's encoder body is BERT's
 
 
 def config_from_hf(hf_config: Any) -> RobertaConfig:
@@ -42,57 +48,14 @@ def config_to_hf(config: RobertaConfig) -> Any:
     )
 
 
-def _pair(ours: str, theirs: str) -> list[tuple[str, str]]:
-    return [(f"{ours}.{p}", f"{theirs}.{p}") for p in ("weight", "bias")]
-
-
 HEAD_KEYS = {
-    "RobertaForMaskedLM": _pair("mlm_head.dense", "lm_head.dense")
-    + _pair("mlm_head.LayerNorm", "lm_head.layer_norm")
-    + [("mlm_head.decoder.bias", "lm_head.bias")],
-    "RobertaForSequenceClassification": _pair("classifier.dense", "classifier.dense")
-    + _pair("classifier.out_proj", "classifier.out_proj"),
-    "RobertaForTokenClassification": _pair("classifier.classifier", "classifier"),
-    "RobertaForQuestionAnswering": _pair("qa_head.qa_outputs", "qa_outputs"),
+    "RobertaForMaskedLM": mlm_keys("lm_head.dense", "lm_head.layer_norm", "lm_head.bias"),
+    "RobertaForSequenceClassification": linear_keys("classifier.dense", "classifier.dense")
+    + linear_keys("classifier.out_proj", "classifier.out_proj"),
+    "RobertaForTokenClassification": linear_keys("classifier.classifier", "classifier"),
+    "RobertaForQuestionAnswering": linear_keys("qa_head.qa_outputs", "qa_outputs"),
 }
 MLM_ALIASES = {  # transformers also stores the tied tensors under the decoder's names
     "lm_head.decoder.weight": "roberta.embeddings.word_embeddings.weight",
     "lm_head.decoder.bias": "lm_head.bias",
 }
-
-
-def _register_all() -> None:
-    register(
-        Conversion(
-            ours=m.RobertaModel,
-            hf_class_name="RobertaModel",
-            config_from_hf=config_from_hf,
-            config_to_hf=config_to_hf,
-            key_table=lambda c: backbone_table(c, "", "", pooler=True),
-        )
-    )
-    for cls in (
-        m.RobertaForMaskedLM,
-        m.RobertaForSequenceClassification,
-        m.RobertaForTokenClassification,
-        m.RobertaForQuestionAnswering,
-    ):
-        name = cls.__name__
-        register(
-            Conversion(
-                ours=cls,
-                hf_class_name=name,
-                config_from_hf=config_from_hf,
-                config_to_hf=config_to_hf,
-                key_table=lambda c, cls=cls, name=name: (
-                    backbone_table(c, "backbone.", "roberta.", pooler=cls.add_pooling_layer)
-                    + HEAD_KEYS[name]
-                ),
-                hf_aliases=(lambda c: MLM_ALIASES)
-                if name == "RobertaForMaskedLM"
-                else (lambda c: {}),
-            )
-        )
-
-
-_register_all()
