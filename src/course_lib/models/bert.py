@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from course_lib.config import BertConfig
+from course_lib.labels import IGNORE_INDEX
 from course_lib.models.base import PreTrainedEncoder
 from course_lib.models.inputs import check_inputs, check_labels
 from course_lib.models.outputs import ModelOutput
@@ -79,7 +80,7 @@ def masked_lm_loss(
             f"labels has shape {tuple(labels.shape)}, expected {tuple(hidden.shape[:2])} "
             f"(one label per token, -100 where no prediction is wanted)."
         )
-    selected = labels != -100
+    selected = labels != IGNORE_INDEX
     logits = head(hidden[selected])
     targets = labels[selected]
     check_labels(targets, logits.shape[-1])  # CPU only: no device sync on the hot path
