@@ -10,7 +10,7 @@
       feed_forward.up / .down / output_norm       ffn / ffn_output / full_layer_layer_norm
     backbone.pooler.dense                       albert.pooler
     mlm_head.dense / LayerNorm / decoder.bias   predictions.dense / LayerNorm / bias
-    nsp_head.classifier (the SOP head)          sop_classifier.classifier
+    sop_head.classifier                         sop_classifier.classifier
 
 Only the first layer that uses a shared weight appears in the table: our later layers hold the
 same tensor. transformers shares whole layers within groups (our sharing="all"); sharing="none"
@@ -136,7 +136,7 @@ MLM_ALIASES = {  # transformers stores the tied tensors under a second name too
 HEAD_KEYS = {
     "AlbertForMaskedLM": MLM_KEYS,
     "AlbertForPreTraining": MLM_KEYS
-    + linear_keys("nsp_head.classifier", "sop_classifier.classifier"),
+    + linear_keys("sop_head.classifier", "sop_classifier.classifier"),
     "AlbertForSequenceClassification": linear_keys("classifier.classifier", "classifier"),
     "AlbertForTokenClassification": linear_keys("classifier.classifier", "classifier"),
     "AlbertForQuestionAnswering": linear_keys("qa_head.qa_outputs", "qa_outputs"),
