@@ -129,3 +129,26 @@ def test_a_failed_save_keeps_the_previous_checkpoint(tmp_path):
         save_checkpoint(directory, model, state={"step": 2}, tokenizer=Broken())
     assert read_state(directory)["step"] == 1
     load_checkpoint(directory, tiny_mlm(seed=3))  # still complete and loadable
+
+
+def test_classifier_saved_under_its_old_name_loads_and_a_bert_nsp_head_keeps_its_name(tmp_path):
+    """Checkpoints from before `classifier.classifier` became `classifier.out_proj` still load
+    (load_pretrained and load_checkpoint); BERT's `nsp_head` is not taken for ALBERT's old name."""
+    from safetensors.torch import load_file, save_file
+    from training_helpers import tiny_config
+
+    from course_lib.models import BertForSequenceClassification
+    from course_lib.training.checkpoint import migrate_keys
+
+    torch.manual_seed(0)
+    saved = BertForSequenceClassification(tiny_config(num_labels=3))
+    save_checkpoint(tmp_path / "ckpt", saved)
+    weights = tmp_path / "ckpt" / MODEL_FILE
+    old = {k.replace(".out_proj.", ".classifier."): v for k, v in load_file(str(weights)).items()}
+    assert "classifier.classifier.weight" in old
+    save_file(old, str(weights))
+    loaded = load_pretrained(tmp_path / "ckpt")
+    for (name, a), b in zip(saved.state_dict().items(), loaded.state_dict().values()):
+        assert torch.equal(a, b), name
+    bert_names = set(tiny_pretraining().state_dict())
+    assert migrate_keys(["nsp_head.classifier.weight"], bert_names) == {}

@@ -173,8 +173,8 @@ def test_load_backbone_copies_every_encoder_tensor_and_reports_the_rest():
         [
             "backbone.pooler.dense.weight",
             "backbone.pooler.dense.bias",
-            "classifier.classifier.weight",
-            "classifier.classifier.bias",
+            "classifier.out_proj.weight",
+            "classifier.out_proj.bias",
         ]
     )
     assert report.unused and all(n.startswith("mlm_head.") for n in report.unused)
@@ -235,14 +235,14 @@ def test_task_model_from_a_config_is_random_and_seeded():
     a = task_model("classification", tiny_config(), num_labels=4, seed=3)
     b = task_model("classification", tiny_config(), num_labels=4, seed=3)
     c = task_model("classification", tiny_config(), num_labels=4, seed=4)
-    assert a.config.num_labels == 4 and a.classifier.classifier.out_features == 4
+    assert a.config.num_labels == 4 and a.classifier.out_proj.out_features == 4
     assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
     assert not torch.equal(
         a.backbone.embeddings.word_embeddings.weight, c.backbone.embeddings.word_embeddings.weight
     )
     pretrained = task_model("classification", pretrained_mlm(), num_labels=4, seed=3)
     # same seed, same head: only the encoder differs between the two arms of a comparison
-    assert torch.equal(pretrained.classifier.classifier.weight, a.classifier.classifier.weight)
+    assert torch.equal(pretrained.classifier.out_proj.weight, a.classifier.out_proj.weight)
 
 
 # ----- batches ------------------------------------------------------------------------------------

@@ -137,7 +137,7 @@ HEAD_KEYS = {
     "AlbertForMaskedLM": MLM_KEYS,
     "AlbertForPreTraining": MLM_KEYS
     + linear_keys("sop_head.classifier", "sop_classifier.classifier"),
-    "AlbertForSequenceClassification": linear_keys("classifier.classifier", "classifier"),
-    "AlbertForTokenClassification": linear_keys("classifier.classifier", "classifier"),
+    "AlbertForSequenceClassification": linear_keys("classifier.out_proj", "classifier"),
+    "AlbertForTokenClassification": linear_keys("classifier.out_proj", "classifier"),
     "AlbertForQuestionAnswering": linear_keys("qa_head.qa_outputs", "qa_outputs"),
 }

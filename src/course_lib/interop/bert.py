@@ -9,6 +9,7 @@ backbone.encoder.layers.{i}.attention.query   bert.encoder.layer.{i}.attention.s
 ...output_norm                          ...output.LayerNorm
 mlm_head.dense / LayerNorm / decoder.bias    cls.predictions.transform.dense / .LayerNorm / .bias
 nsp_head.classifier                     cls.seq_relationship
+classifier.out_proj                     classifier              (sequence and token tasks)
 """
 
 from __future__ import annotations
@@ -103,7 +104,7 @@ MLM_KEYS = mlm_keys(
 HEAD_KEYS = {
     "BertForMaskedLM": MLM_KEYS,
     "BertForPreTraining": MLM_KEYS + linear_keys("nsp_head.classifier", "cls.seq_relationship"),
-    "BertForSequenceClassification": linear_keys("classifier.classifier", "classifier"),
-    "BertForTokenClassification": linear_keys("classifier.classifier", "classifier"),
+    "BertForSequenceClassification": linear_keys("classifier.out_proj", "classifier"),
+    "BertForTokenClassification": linear_keys("classifier.out_proj", "classifier"),
     "BertForQuestionAnswering": linear_keys("qa_head.qa_outputs", "qa_outputs"),
 }

@@ -175,8 +175,8 @@ def mlm_aliases(config: DebertaConfig) -> dict[str, str]:
 MLM_ALIASES = mlm_aliases
 HEAD_KEYS = {
     "DebertaForMaskedLM": mlm_table,
-    "DebertaForSequenceClassification": linear_keys("classifier.classifier", "classifier"),
-    "DebertaForTokenClassification": linear_keys("classifier.classifier", "classifier"),
+    "DebertaForSequenceClassification": linear_keys("classifier.out_proj", "classifier"),
+    "DebertaForTokenClassification": linear_keys("classifier.out_proj", "classifier"),
     "DebertaForQuestionAnswering": linear_keys("qa_head.qa_outputs", "qa_outputs"),
 }
 # transformers' DeBERTa-v2 classes (which also serve v3), by our names.

@@ -6,8 +6,8 @@ backbone.embeddings.word/position/LayerNorm distilbert.embeddings.* (same names,
 ...attention_norm / output_norm             ...sa_layer_norm / output_layer_norm
 ...feed_forward.up / down                   ...ffn.lin1 / ffn.lin2
 mlm_head.dense / LayerNorm / decoder.bias   vocab_transform / vocab_layer_norm / vocab_projector.bias
-classifier.pre_classifier / classifier      pre_classifier / classifier  (sequence classification)
-classifier.classifier                       classifier                   (token classification)
+classifier.pre_classifier / out_proj        pre_classifier / classifier  (sequence classification)
+classifier.out_proj                         classifier                   (token classification)
 qa_head.qa_outputs                          qa_outputs
 """
 
@@ -112,8 +112,8 @@ HEAD_KEYS = {
     "DistilBertForSequenceClassification": linear_keys(
         "classifier.pre_classifier", "pre_classifier"
     )
-    + linear_keys("classifier.classifier", "classifier"),
-    "DistilBertForTokenClassification": linear_keys("classifier.classifier", "classifier"),
+    + linear_keys("classifier.out_proj", "classifier"),
+    "DistilBertForTokenClassification": linear_keys("classifier.out_proj", "classifier"),
     "DistilBertForQuestionAnswering": linear_keys("qa_head.qa_outputs", "qa_outputs"),
 }
 MLM_ALIASES = {"vocab_projector.weight": "distilbert.embeddings.word_embeddings.weight"}

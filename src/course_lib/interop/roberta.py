@@ -4,7 +4,7 @@ course_lib                                  transformers
 backbone.*  (encoder body)                  roberta.*  (same table as BERT's)
 mlm_head.dense / LayerNorm / decoder.bias   lm_head.dense / lm_head.layer_norm / lm_head.bias
 classifier.dense / out_proj                 classifier.dense / classifier.out_proj
-classifier.classifier (token tagging)       classifier
+classifier.out_proj (token tagging)         classifier
 qa_head.qa_outputs                          qa_outputs
 """
 
@@ -52,7 +52,7 @@ HEAD_KEYS = {
     "RobertaForMaskedLM": mlm_keys("lm_head.dense", "lm_head.layer_norm", "lm_head.bias"),
     "RobertaForSequenceClassification": linear_keys("classifier.dense", "classifier.dense")
     + linear_keys("classifier.out_proj", "classifier.out_proj"),
-    "RobertaForTokenClassification": linear_keys("classifier.classifier", "classifier"),
+    "RobertaForTokenClassification": linear_keys("classifier.out_proj", "classifier"),
     "RobertaForQuestionAnswering": linear_keys("qa_head.qa_outputs", "qa_outputs"),
 }
 MLM_ALIASES = {  # transformers also stores the tied tensors under the decoder's names

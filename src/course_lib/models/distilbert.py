@@ -34,17 +34,18 @@ class DistilBertModel(BertModel):
 
 
 class DistilBertClassificationHead(nn.Module):
-    """pre_classifier, ReLU, dropout, classifier on the [CLS] vector (transformers' head): it
+    """pre_classifier, ReLU, dropout, out_proj on the [CLS] vector (transformers' head, whose
+    last layer is `classifier`): it
     takes the token vectors and reads the first itself, as DistilBERT has no pooler."""
 
     def __init__(self, config: DistilBertConfig) -> None:
         super().__init__()
         self.pre_classifier = nn.Linear(config.hidden_size, config.hidden_size)
         self.dropout = nn.Dropout(config.seq_classif_dropout)
-        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.out_proj = nn.Linear(config.hidden_size, config.num_labels)
 
     def forward(self, hidden: Tensor) -> Tensor:
-        return self.classifier(self.dropout(self.pre_classifier(hidden[:, 0]).relu()))
+        return self.out_proj(self.dropout(self.pre_classifier(hidden[:, 0]).relu()))
 
 
 class DistilBertQuestionAnsweringHead(QuestionAnsweringHead):

@@ -58,10 +58,10 @@ class SequenceClassificationHead(nn.Module):
     def __init__(self, config: BertConfig, dropout: float | None = None) -> None:
         super().__init__()
         self.dropout = nn.Dropout(config.hidden_dropout_prob if dropout is None else dropout)
-        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.out_proj = nn.Linear(config.hidden_size, config.num_labels)
 
     def forward(self, pooled: Tensor) -> Tensor:
-        return self.classifier(self.dropout(pooled))
+        return self.out_proj(self.dropout(pooled))
 
 
 class TokenClassificationHead(SequenceClassificationHead):
