@@ -36,6 +36,10 @@ from course_lib.training.device import autocast, cpu_supports_bf16
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from results_file import provenance, write_results  # noqa: E402
 
+# AdamW's three implementations: one fused kernel over all tensors, one multi-tensor op per
+# update term, or torch's per-parameter Python loop (its default on CPU).
+OPTIMIZERS = {"fused": {"fused": True}, "foreach": {"foreach": True}, "loop": {"foreach": False}}
+
 
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -52,6 +56,13 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--dropout", type=float, default=0.1)
     p.add_argument("--mask-prob", type=float, default=0.15)
     p.add_argument("--precision", default="fp32,bf16", help="comma-separated: fp32,bf16")
+    p.add_argument(
+        "--optimizer",
+        choices=OPTIMIZERS,
+        default="fused",
+        help="AdamW kernel, the same for both models (default fused: what course_lib's "
+        "build_optimizer and transformers' Trainer (adamw_torch_fused) use)",
+    )
     p.add_argument(
         "--out",
         type=Path,
@@ -113,8 +124,8 @@ def matmul_peak(dtype: torch.dtype, n: int = 1024, repeats: int = 10) -> float:
     return 2 * n**3 / best
 
 
-def step_fn(model: torch.nn.Module, batch: dict, precision: str):
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+def step_fn(model: torch.nn.Module, batch: dict, precision: str, optimizer: str):
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, **OPTIMIZERS[optimizer])
 
     def step() -> float:
         start = time.perf_counter()
@@ -138,7 +149,7 @@ def main() -> None:
     print(
         f"config: {args.layers} layers, hidden {args.hidden}, {args.heads} heads, FFN {args.ffn}, "
         f"vocab {args.vocab}, seq {args.seq}, batch {args.batch}, dropout {args.dropout}, "
-        f"{args.threads} threads; torch {torch.__version__}, transformers {transformers.__version__}; "
+        f"{args.threads} threads, {args.optimizer} AdamW; torch {torch.__version__}, transformers {transformers.__version__}; "
         f"CPU native bf16: {cpu_supports_bf16()}"
     )
     print(f"useful training FLOPs per step: {flops / 1e9:.1f} GFLOP")
@@ -148,8 +159,8 @@ def main() -> None:
         peak = matmul_peak(dtype)
         ours, theirs = make_models(args)
         steps = {
-            "course_lib": step_fn(ours, batch, precision),
-            "transformers": step_fn(theirs, batch, precision),
+            "course_lib": step_fn(ours, batch, precision, args.optimizer),
+            "transformers": step_fn(theirs, batch, precision, args.optimizer),
         }
         times: dict[str, list[float]] = {name: [] for name in steps}
         for i in range(args.warmup + args.steps):
