@@ -1,12 +1,10 @@
-"""Parameter-count explorer: registry, widget callbacks and the stacked-bar breakdown."""
+"""Parameter-count explorer: family table, widget callbacks and the stacked-bar breakdown."""
 
 from __future__ import annotations
 
 import base64
 import dataclasses
 import types
-from dataclasses import dataclass
-from typing import ClassVar
 
 import pytest
 
@@ -19,7 +17,6 @@ from course_lib.viz.params import (
     format_count,
     parameter_explorer,
     plot_parameter_breakdown,
-    register_family,
 )
 
 
@@ -41,26 +38,31 @@ def hand_count(config: BertConfig, model_class: str = "BertModel") -> dict[str, 
 
 @pytest.fixture
 def families(monkeypatch):
-    """The registry with BERT counted by `hand_count` (calls recorded); restored afterwards."""
+    """The explorer with BERT counted by `hand_count` (calls recorded), other families as usual."""
     calls: list[tuple[BertConfig, str]] = []
 
     def counting(config, model_class):
+        if type(config) is not BertConfig:
+            return count_parameters(config, model_class=model_class)
         calls.append((config, model_class))
         return hand_count(config, model_class)
 
-    saved = dict(PARAMETER_FAMILIES)
-    monkeypatch.setitem(
-        PARAMETER_FAMILIES, "bert", dataclasses.replace(PARAMETER_FAMILIES["bert"], count=counting)
-    )
-    yield calls
-    PARAMETER_FAMILIES.clear()
-    PARAMETER_FAMILIES.update(saved)
+    monkeypatch.setattr(params, "count_parameters", counting)
+    return calls
 
 
-def test_registry_lists_bert_with_its_size_fields():
+def test_family_table_lists_bert_with_its_size_fields():
     bert = PARAMETER_FAMILIES["bert"]
     assert bert.config_class is BertConfig
-    assert bert.model_classes[0] == "BertModel" and "BertForPreTraining" in bert.model_classes
+    assert bert.model_classes == (
+        "BertModel",
+        "BertForPreTraining",
+        "BertForMaskedLM",
+        "BertForSequenceClassification",
+        "BertForTokenClassification",
+        "BertForQuestionAnswering",
+    )
+    assert "DistilBertForPreTraining" not in PARAMETER_FAMILIES["distilbert"].model_classes
     assert bert.fields[:4] == (
         "num_hidden_layers",
         "hidden_size",
@@ -128,53 +130,37 @@ def test_model_class_is_passed_to_the_counter(families):
         parameter_explorer("bert", model_class="GPT2Model")
     with pytest.raises(ValueError, match="unknown preset 'bert-huge'"):
         parameter_explorer("bert", preset="bert-huge")
-    with pytest.raises(ValueError, match="family 'gpt' is not registered"):
+    with pytest.raises(ValueError, match="unknown family 'gpt'; choose from"):
         parameter_explorer("gpt")
 
 
-@dataclass
-class ToyConfig:
-    """A second family, to prove that one register_family line is enough."""
-
-    vocab_size: int = 100
-    hidden_size: int = 8
-    embedding_size: int = 4
-    sharing: str = "all"
-    model_type: ClassVar[str] = "toy"
-
-
-def toy_count(config: ToyConfig, model_class: str) -> dict[str, int]:
-    embeddings = (
-        config.vocab_size * config.embedding_size + config.embedding_size * config.hidden_size
-    )
-    attention = (1 if config.sharing == "all" else 3) * 4 * config.hidden_size**2
-    return {"embeddings": embeddings, "attention": attention, "total": embeddings + attention}
-
-
-def test_a_registered_family_appears_and_switching_rebuilds_the_fields(families):
-    register_family(
-        "toy", ToyConfig, ("ToyModel",), count=toy_count, choices={"sharing": ("all", "none")}
-    )
-    widget = parameter_explorer("bert")
-    assert "toy" in widget.family_select.options
-    widget.family_select.value = "toy"
-    assert list(widget.fields) == ["hidden_size", "vocab_size", "embedding_size", "sharing"]
-    assert list(widget.preset_select.options) == [CUSTOM]
-    assert widget.counts == toy_count(ToyConfig(), "ToyModel")
-    widget.fields["sharing"].value = "none"  # a dropdown, from `choices`
-    assert widget.counts["attention"] == 3 * 4 * 64
-    widget.fields["embedding_size"].value = 2
-    assert widget.counts["embeddings"] == 100 * 2 + 2 * 8
+def test_switching_family_rebuilds_the_fields(families):
+    widget = parameter_explorer("bert", preset="bert-tiny")
+    assert "sharing" not in widget.fields
+    widget.family_select.value = "albert"
+    assert list(widget.fields)[:4] == [
+        "num_hidden_layers",
+        "hidden_size",
+        "num_attention_heads",
+        "intermediate_size",
+    ]
+    assert type(widget.fields["sharing"]).__name__ == "Dropdown"  # from `choices`
+    assert widget.model_class_select.value == "AlbertModel"
+    assert widget.preset_select.value in PARAMETER_FAMILIES["albert"].presets
+    widget.fields["sharing"].value = "none"
+    assert widget.counts == count_parameters(widget.config, model_class="AlbertModel")
+    widget.family_select.value = "bert"
+    assert "sharing" not in widget.fields and widget.model_class_select.value == "BertModel"
 
 
-def test_register_family_checks_its_arguments():
-    with pytest.raises(ValueError, match=r"ToyConfig has no fields \['depth'\]"):
-        register_family("bad", ToyConfig, ("ToyModel",), fields=["depth"])
-    with pytest.raises(TypeError, match="not a dataclass"):
-        register_family("bad", dict, ("X",))
-    with pytest.raises(ValueError, match="at least one model class"):
-        register_family("bad", ToyConfig, ())
-    assert "bad" not in PARAMETER_FAMILIES
+def test_every_family_entry_names_real_fields_and_classes():
+    for name, family in PARAMETER_FAMILIES.items():
+        names = {f.name for f in dataclasses.fields(family.config_class)}
+        assert set(family.fields) <= names, name
+        assert set(family.choices) | set(family.sliders) <= set(family.fields), name
+        for low, high, step in family.sliders.values():
+            assert low < high and step > 0 and (high - low) % step == 0, name
+        assert family.model_classes[0].endswith("Model") and len(family.model_classes) >= 2, name
 
 
 def test_displayed_chart_is_a_png_output_that_follows_the_controls(families, monkeypatch):
@@ -257,7 +243,6 @@ def test_format_count():
 
 def test_default_counter_is_course_lib_count_parameters():
     config = BertConfig.from_preset("bert-tiny")
-    assert PARAMETER_FAMILIES["bert"].count is params._course_count
     widget = parameter_explorer("bert", preset="bert-tiny", model_class="BertForMaskedLM")
     assert widget.counts == count_parameters(config, model_class="BertForMaskedLM")
     hand = hand_count(config)  # BertModel by hand; the MLM model has no pooler
@@ -309,13 +294,3 @@ def test_albert_embedding_size_is_a_slider_that_recounts_exactly():
     assert widget.preset_select.value == CUSTOM
     widget.preset_select.value = "albert-large"  # a preset puts E back on the slider
     assert slider.value == 128
-
-
-def test_register_family_checks_its_sliders():
-    with pytest.raises(ValueError, match="step that divides"):
-        register_family("bad", ToyConfig, ("ToyModel",), sliders={"embedding_size": (4, 10, 4)})
-    with pytest.raises(ValueError, match="slider 'depth' is not one of the fields"):
-        register_family(
-            "bad", ToyConfig, ("ToyModel",), fields=["hidden_size"], sliders={"depth": (1, 2, 1)}
-        )
-    assert "bad" not in PARAMETER_FAMILIES

@@ -6,37 +6,38 @@
 109482240
 """
 
-from course_lib.config import BertConfig
+from course_lib.config import (
+    CONFIG_CLASSES,
+    AlbertConfig,
+    BertConfig,
+    DebertaConfig,
+    DistilBertConfig,
+    RobertaConfig,
+)
 from course_lib.counting import count_parameters
 from course_lib.interop import from_transformers, to_transformers
+
+# Each family's base model and pretraining model(s); the fine-tuning heads
+# (ForSequenceClassification, ...) are in course_lib.models with every other class.
 from course_lib.models import (
-    CONFIG_CLASSES,
     MODEL_CLASSES,
-    AlbertConfig,
     AlbertForMaskedLM,
     AlbertForPreTraining,
     AlbertModel,
     BertForMaskedLM,
     BertForPreTraining,
-    BertForQuestionAnswering,
-    BertForSequenceClassification,
-    BertForTokenClassification,
     BertModel,
-    DebertaConfig,
     DebertaForMaskedLM,
     DebertaModel,
-    DistilBertConfig,
     DistilBertForMaskedLM,
     DistilBertModel,
     ModelOutput,
-    RobertaConfig,
     RobertaForMaskedLM,
     RobertaModel,
 )
 
 __all__ = [
-    "CONFIG_CLASSES",
-    "MODEL_CLASSES",
+    # the families: config, base model, pretraining model(s)
     "AlbertConfig",
     "AlbertForMaskedLM",
     "AlbertForPreTraining",
@@ -44,9 +45,6 @@ __all__ = [
     "BertConfig",
     "BertForMaskedLM",
     "BertForPreTraining",
-    "BertForQuestionAnswering",
-    "BertForSequenceClassification",
-    "BertForTokenClassification",
     "BertModel",
     "DebertaConfig",
     "DebertaForMaskedLM",
@@ -54,10 +52,13 @@ __all__ = [
     "DistilBertConfig",
     "DistilBertForMaskedLM",
     "DistilBertModel",
-    "ModelOutput",
     "RobertaConfig",
     "RobertaForMaskedLM",
     "RobertaModel",
+    # registries by name, outputs, counting and conversion
+    "CONFIG_CLASSES",
+    "MODEL_CLASSES",
+    "ModelOutput",
     "count_parameters",
     "from_transformers",
     "to_transformers",

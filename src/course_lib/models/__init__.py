@@ -1,6 +1,8 @@
 """Model classes of every family, and registries by class name and by model_type (used by
 checkpoints, the command line and interop)."""
 
+from types import ModuleType
+
 from course_lib.config import (
     CONFIG_CLASSES,
     AlbertConfig,
@@ -9,8 +11,8 @@ from course_lib.config import (
     RobertaConfig,
     config_from_dict,
 )
+from course_lib.models import albert, bert, deberta, distilbert, modernbert, roberta
 from course_lib.models.albert import (
-    ALBERT_CLASSES,
     AlbertForMaskedLM,
     AlbertForPreTraining,
     AlbertForQuestionAnswering,
@@ -40,6 +42,7 @@ from course_lib.models.distilbert import (
     DistilBertForTokenClassification,
     DistilBertModel,
 )
+from course_lib.models.modernbert import ModernBertForMaskedLM, ModernBertModel
 from course_lib.models.outputs import ModelOutput
 from course_lib.models.roberta import (
     RobertaForMaskedLM,
@@ -50,39 +53,21 @@ from course_lib.models.roberta import (
 )
 
 
-def _by_name(*classes: type) -> dict[str, type]:
-    return {cls.__name__: cls for cls in classes}
+def _family(module: ModuleType, prefix: str) -> dict[str, type]:
+    """A family module's model classes by name: `{prefix}Model` and the `{prefix}For...` tasks."""
+    return {
+        name: cls
+        for name, cls in vars(module).items()
+        if name == f"{prefix}Model" or name.startswith(f"{prefix}For")
+    }
 
 
-BERT_CLASSES = _by_name(
-    BertModel,
-    BertForMaskedLM,
-    BertForPreTraining,
-    BertForSequenceClassification,
-    BertForTokenClassification,
-    BertForQuestionAnswering,
-)
-ROBERTA_CLASSES = _by_name(
-    RobertaModel,
-    RobertaForMaskedLM,
-    RobertaForSequenceClassification,
-    RobertaForTokenClassification,
-    RobertaForQuestionAnswering,
-)
-DEBERTA_CLASSES = _by_name(
-    DebertaModel,
-    DebertaForMaskedLM,
-    DebertaForSequenceClassification,
-    DebertaForTokenClassification,
-    DebertaForQuestionAnswering,
-)
-DISTILBERT_CLASSES = _by_name(
-    DistilBertModel,
-    DistilBertForMaskedLM,
-    DistilBertForSequenceClassification,
-    DistilBertForTokenClassification,
-    DistilBertForQuestionAnswering,
-)
+BERT_CLASSES = _family(bert, "Bert")
+ROBERTA_CLASSES = _family(roberta, "Roberta")
+ALBERT_CLASSES = _family(albert, "Albert")
+DEBERTA_CLASSES = _family(deberta, "Deberta")
+DISTILBERT_CLASSES = _family(distilbert, "DistilBert")
+MODERNBERT_CLASSES = _family(modernbert, "ModernBert")
 
 MODEL_CLASSES: dict[str, type] = {
     **BERT_CLASSES,
@@ -90,6 +75,7 @@ MODEL_CLASSES: dict[str, type] = {
     **ALBERT_CLASSES,
     **DEBERTA_CLASSES,
     **DISTILBERT_CLASSES,
+    **MODERNBERT_CLASSES,
 }
 
 __all__ = [
@@ -121,6 +107,8 @@ __all__ = [
     "DistilBertForTokenClassification",
     "DistilBertModel",
     "ModelOutput",
+    "ModernBertForMaskedLM",
+    "ModernBertModel",
     "RobertaConfig",
     "RobertaForMaskedLM",
     "RobertaForQuestionAnswering",

@@ -23,9 +23,9 @@ from course_lib.viz.bertviz_view import bertviz_head_view, bertviz_model_view
 from course_lib.viz.params import (
     PARAMETER_FAMILIES,
     ParameterExplorer,
+    ParameterFamily,
     parameter_explorer,
     plot_parameter_breakdown,
-    register_family,
 )
 from course_lib.viz.training import (
     classify_masking,
@@ -41,6 +41,7 @@ __all__ = [
     "CourseFigure",
     "ModelAttention",
     "ParameterExplorer",
+    "ParameterFamily",
     "as_attention_maps",
     "attention_grid",
     "attention_heatmap",
@@ -58,6 +59,5 @@ __all__ = [
     "plot_history",
     "plot_masking",
     "plot_parameter_breakdown",
-    "register_family",
     "show_attention",
 ]

@@ -46,34 +46,40 @@ OFFLINE_NOTICE = (
 )
 
 
-def _prepare(
+def _attention_of(
     model_or_attentions: Any,
     inputs: Any,
     tokenizer: Any,
     tokens: Sequence[str] | None,
     sentence_b_start: int | None,
-    term: str | None,
     batch_index: int,
-    max_tokens: int,
-    force: bool,
-    decimals: int | None,
-) -> tuple[list[Any], list[str], int | None]:
-    """Attention as bertviz wants it: a list of [1, heads, seq, seq] float64 tensors, rounded."""
-    import torch
-
+) -> tuple[dict[str, Any], list[str], int | None]:
+    """The attention maps and tokens: computed by running a model, or given with their tokens."""
     if hasattr(model_or_attentions, "parameters") and callable(model_or_attentions):
         if inputs is None:
             raise ValueError("pass the inputs to run the model on (a text, a pair or input_ids).")
         result = compute_attentions(
             model_or_attentions, inputs, tokenizer, tokens=tokens, batch_index=batch_index
         )
-        maps, tokens = result.maps, result.tokens
         if sentence_b_start is None:
             sentence_b_start = result.sentence_b_start
-    else:
-        if tokens is None:
-            raise ValueError("pass tokens=... (one per position) along with the attention.")
-        maps = as_attention_maps(model_or_attentions, batch_index)
+        return result.maps, list(result.tokens), sentence_b_start
+    if tokens is None:
+        raise ValueError("pass tokens=... (one per position) along with the attention.")
+    return as_attention_maps(model_or_attentions, batch_index), list(tokens), sentence_b_start
+
+
+def _for_bertviz(
+    maps: dict[str, Any],
+    term: str | None,
+    tokens: Sequence[str],
+    max_tokens: int,
+    force: bool,
+    decimals: int | None,
+) -> list[Any]:
+    """Attention as bertviz wants it: a list of [1, heads, seq, seq] float64 tensors, rounded."""
+    import torch
+
     _, attn = _pick_term(maps, term)
     n = attn.shape[-1]
     if len(tokens) != n:
@@ -89,7 +95,7 @@ def _prepare(
     if decimals is not None:
         # Shortest float reprs ("0.012" rather than "0.012345678901234567") shrink the JSON.
         layers = [layer.round(decimals=decimals) for layer in layers]
-    return layers, list(tokens), sentence_b_start
+    return layers
 
 
 def estimate_html_bytes(
@@ -143,18 +149,10 @@ def bertviz_head_view(
     """
     from bertviz import head_view
 
-    attention, tokens, sentence_b_start = _prepare(
-        model_or_attentions,
-        inputs,
-        tokenizer,
-        tokens,
-        sentence_b_start,
-        term,
-        batch_index,
-        max_tokens,
-        force,
-        decimals,
+    maps, tokens, sentence_b_start = _attention_of(
+        model_or_attentions, inputs, tokenizer, tokens, sentence_b_start, batch_index
     )
+    attention = _for_bertviz(maps, term, tokens, max_tokens, force, decimals)
     layers = _check_indices(layers, len(attention), "layers")
     heads = _check_indices(heads, attention[0].shape[1], "heads") if heads is not None else None
     if layer is not None and layer not in layers:
@@ -194,18 +192,10 @@ def bertviz_model_view(
     """
     from bertviz import model_view
 
-    attention, tokens, sentence_b_start = _prepare(
-        model_or_attentions,
-        inputs,
-        tokenizer,
-        tokens,
-        sentence_b_start,
-        term,
-        batch_index,
-        max_tokens,
-        force,
-        decimals,
+    maps, tokens, sentence_b_start = _attention_of(
+        model_or_attentions, inputs, tokenizer, tokens, sentence_b_start, batch_index
     )
+    attention = _for_bertviz(maps, term, tokens, max_tokens, force, decimals)
     layers = _check_indices(layers, len(attention), "layers")
     heads = _check_indices(heads, attention[0].shape[1], "heads")
     view = model_view(

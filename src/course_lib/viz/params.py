@@ -1,18 +1,16 @@
 """Where the parameters are: an explorer widget and a stacked-bar breakdown.
 
 Counts come from `course_lib.count_parameters` (closed-form and exact), so the widget is
-instant even for BERT-large. Families are looked up in `PARAMETER_FAMILIES`; adding one is a
-single `register_family(...)` line (see the end of the registry section), and the widget
-lists only registered families.
+instant even for BERT-large. The widget offers the families of `PARAMETER_FAMILIES`, a fixed
+table: adding a family is one entry there.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import html
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import ModuleType
 from typing import Any
 
 import ipywidgets as widgets
@@ -28,11 +26,10 @@ from course_lib.config import (
     DistilBertConfig,
     RobertaConfig,
 )
-from course_lib.counting import count_parameters
-from course_lib.models import albert, bert, deberta, distilbert, roberta
+from course_lib.counting import COMPONENTS, count_parameters
+from course_lib.models import MODEL_CLASSES
 from course_lib.viz._figure import CourseFigure, figure_to_png, png_base64
 
-COMPONENTS = ("embeddings", "attention", "feed_forward", "layer_norm", "pooler", "heads")
 COMPONENT_COLOURS = {
     "embeddings": "#4c72b0",
     "attention": "#dd8452",
@@ -65,91 +62,6 @@ DEBERTA_FIELDS = (
     "use_emd",
 )
 CUSTOM = "(custom)"
-
-CountFunction = Callable[[Any, str], Mapping[str, int]]
-
-
-def _course_count(config: Any, model_class: str) -> Mapping[str, int]:
-    return count_parameters(config, model_class=model_class)
-
-
-@dataclass(frozen=True)
-class ParameterFamily:
-    """How the explorer handles one model family."""
-
-    name: str
-    config_class: type
-    model_classes: tuple[str, ...]
-    count: CountFunction = _course_count
-    fields: tuple[str, ...] = ()
-    choices: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
-    # int fields shown as a slider: name -> (min, max, step), e.g. ALBERT's embedding size E.
-    sliders: Mapping[str, tuple[int, int, int]] = field(default_factory=dict)
-
-    @property
-    def presets(self) -> dict[str, Any]:
-        return dict(getattr(self.config_class, "presets", {}) or {})
-
-    def config_from_preset(self, preset: str) -> Any:
-        return self.config_class.from_preset(preset)
-
-
-PARAMETER_FAMILIES: dict[str, ParameterFamily] = {}
-
-
-def register_family(
-    name: str,
-    config_class: type,
-    model_classes: Sequence[str],
-    count: CountFunction | None = None,
-    fields: Sequence[str] | None = None,
-    choices: Mapping[str, Sequence[Any]] | None = None,
-    sliders: Mapping[str, tuple[int, int, int]] | None = None,
-) -> ParameterFamily:
-    """Make a family selectable in the explorer; `count` defaults to course_lib.count_parameters.
-
-    `fields` are the config fields to edit (default: the size fields in FIELD_LABELS that the
-    config has, plus its bool switches such as pre_layer_norm); `choices` turns a str field
-    into a dropdown (e.g. {"sharing": ("all", "attention", "ffn", "none")}); `sliders` turns an
-    int field into a slider over (min, max, step), e.g. {"embedding_size": (16, 1024, 16)}.
-    """
-    if not dataclasses.is_dataclass(config_class):
-        raise TypeError(
-            f"{config_class!r} is not a dataclass config; the explorer reads its fields."
-        )
-    names = [f.name for f in dataclasses.fields(config_class)]
-    if fields is None:
-        defaults = {f.name: f.default for f in dataclasses.fields(config_class)}
-        fields = [f for f in FIELD_LABELS if f in names]
-        fields += [f for f in names if isinstance(defaults[f], bool)]
-        fields += [f for f in (choices or {}) if f not in fields]
-        fields += [f for f in (sliders or {}) if f not in fields]
-    unknown = [f for f in fields if f not in names]
-    for name_, (low, high, step) in (sliders or {}).items():
-        if name_ not in fields:
-            raise ValueError(f"slider {name_!r} is not one of the fields {list(fields)}.")
-        if not (low < high and step > 0 and (high - low) % step == 0):
-            raise ValueError(
-                f"slider {name_!r}: need min < max and a step that divides max - min, "
-                f"got ({low}, {high}, {step})."
-            )
-    if unknown:
-        raise ValueError(f"{config_class.__name__} has no fields {unknown}; it has {names}.")
-    if not model_classes:
-        raise ValueError("give at least one model class name, e.g. ('BertModel',).")
-    family = ParameterFamily(
-        name=name,
-        config_class=config_class,
-        model_classes=tuple(model_classes),
-        count=count or _course_count,
-        fields=tuple(fields),
-        choices={k: tuple(v) for k, v in (choices or {}).items()},
-        sliders={k: tuple(v) for k, v in (sliders or {}).items()},
-    )
-    PARAMETER_FAMILIES[name] = family
-    return family
-
-
 TASKS = (
     "Model",
     "ForPreTraining",
@@ -160,31 +72,61 @@ TASKS = (
 )
 
 
-def model_classes_in(module: ModuleType, prefix: str) -> tuple[str, ...]:
-    """The task models a family's module defines, e.g. ('RobertaModel', 'RobertaForMaskedLM')."""
-    return tuple(prefix + task for task in TASKS if hasattr(module, prefix + task))
+@dataclass(frozen=True)
+class ParameterFamily:
+    """How the explorer shows one family: its config class and which fields it edits, how."""
+
+    config_class: type
+    # The config fields to edit; () means the size fields of FIELD_LABELS the config has, its
+    # bool switches (pre_layer_norm, ...: they can change the count), then choices and sliders.
+    only_fields: tuple[str, ...] = ()
+    # str fields shown as a dropdown (ALBERT's sharing); int fields shown as a slider over
+    # (min, max, step) (ALBERT's embedding size E).
+    choices: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
+    sliders: Mapping[str, tuple[int, int, int]] = field(default_factory=dict)
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        if self.only_fields:
+            return self.only_fields
+        defaults = {f.name: f.default for f in dataclasses.fields(self.config_class)}
+        fields = [f for f in FIELD_LABELS if f in defaults]
+        fields += [f for f, value in defaults.items() if isinstance(value, bool)]
+        return tuple(dict.fromkeys([*fields, *self.choices, *self.sliders]))
+
+    @property
+    def model_classes(self) -> tuple[str, ...]:
+        """The family's models in TASKS order, e.g. ('RobertaModel', 'RobertaForMaskedLM', ...)."""
+        prefix = self.config_class.__name__.removesuffix("Config")
+        return tuple(prefix + task for task in TASKS if prefix + task in MODEL_CLASSES)
+
+    @property
+    def presets(self) -> dict[str, Any]:
+        return dict(getattr(self.config_class, "presets", {}) or {})
+
+    def config_from_preset(self, preset: str) -> Any:
+        return self.config_class.from_preset(preset)
 
 
-# The course's families, one line each (importing a model module also registers its counter).
-register_family("bert", BertConfig, model_classes_in(bert, "Bert"))
-register_family("roberta", RobertaConfig, model_classes_in(roberta, "Roberta"))
-# E is the point of ALBERT's factorization, so it gets a slider: 16..1024 covers the paper's
-# Table 3 (E = 64, 128, 256, 768) and every preset (E = 128).
-register_family(
-    "albert",
-    AlbertConfig,
-    model_classes_in(albert, "Albert"),
-    choices={"sharing": SHARING},
-    sliders={"embedding_size": (16, 1024, 16)},
-)
-register_family(
-    "deberta",
-    DebertaConfig,
-    model_classes_in(deberta, "Deberta"),
-    fields=(*[f for f in FIELD_LABELS if f in BertConfig.__dataclass_fields__], *DEBERTA_FIELDS),
-    choices={"norm_rel_ebd": ("layer_norm", "none")},
-)
-register_family("distilbert", DistilBertConfig, model_classes_in(distilbert, "DistilBert"))
+# The families the explorer offers, in its dropdown order; adding one is one entry.
+PARAMETER_FAMILIES: dict[str, ParameterFamily] = {
+    "bert": ParameterFamily(BertConfig),
+    "roberta": ParameterFamily(RobertaConfig),
+    # E is the point of ALBERT's factorization, so it gets a slider: 16..1024 covers the paper's
+    # Table 3 (E = 64, 128, 256, 768) and every preset (E = 128).
+    "albert": ParameterFamily(
+        AlbertConfig, choices={"sharing": SHARING}, sliders={"embedding_size": (16, 1024, 16)}
+    ),
+    "deberta": ParameterFamily(
+        DebertaConfig,
+        only_fields=(
+            *[f for f in FIELD_LABELS if f in BertConfig.__dataclass_fields__],
+            *DEBERTA_FIELDS,
+        ),
+        choices={"norm_rel_ebd": ("layer_norm", "none")},
+    ),
+    "distilbert": ParameterFamily(DistilBertConfig),
+}
 
 
 def format_count(n: float) -> str:
@@ -254,31 +196,26 @@ def plot_parameter_breakdown(
 
 
 def _field_widget(family: ParameterFamily, name: str, value: Any) -> Any:
-    label = FIELD_LABELS.get(name, name.replace("_", " "))
-    style = {"description_width": "110px"}
+    common = {  # every control: its label, and room for it
+        "description": FIELD_LABELS.get(name, name.replace("_", " ")),
+        "style": {"description_width": "110px"},
+    }
     if name in family.choices:
-        return widgets.Dropdown(
-            options=family.choices[name], value=value, description=label, style=style
-        )
+        return widgets.Dropdown(options=family.choices[name], value=value, **common)
     if isinstance(value, bool):
-        return widgets.Checkbox(value=value, description=label, style=style)
+        return widgets.Checkbox(value=value, **common)
     if name in family.sliders:
         low, high, step = family.sliders[name]
+        value = min(max(value, low), high)
         # Redraw on release only: every count redraws the chart.
         return widgets.IntSlider(
-            value=min(max(value, low), high),
-            min=low,
-            max=high,
-            step=step,
-            description=label,
-            style=style,
-            continuous_update=False,
+            value=value, min=low, max=high, step=step, continuous_update=False, **common
         )
     if isinstance(value, int):
         # Unbounded: a bounded box would silently clamp values such as DeBERTa's -1 ("same
         # as max positions"); the config's own validation reports bad values instead.
-        return widgets.IntText(value=value, description=label, style=style)
-    return widgets.Text(value=str(value), description=label, style=style)
+        return widgets.IntText(value=value, **common)
+    return widgets.Text(value=str(value), **common)
 
 
 class ParameterExplorer(widgets.VBox):
@@ -325,9 +262,7 @@ class ParameterExplorer(widgets.VBox):
     ) -> None:
         """Switch family: rebuild the fields from its config, pick a preset, recount."""
         if name not in PARAMETER_FAMILIES:
-            raise ValueError(
-                f"family {name!r} is not registered; registered: {list(PARAMETER_FAMILIES)}."
-            )
+            raise ValueError(f"unknown family {name!r}; choose from {list(PARAMETER_FAMILIES)}.")
         family = PARAMETER_FAMILIES[name]
         presets = list(family.presets)
         if preset is not None and preset not in presets:
@@ -393,7 +328,7 @@ class ParameterExplorer(widgets.VBox):
         family = self.family
         try:
             config = family.config_class(**self.values())
-            counts = dict(family.count(config, self.model_class_select.value))
+            counts = dict(count_parameters(config, model_class=self.model_class_select.value))
             label = self.model_class_select.value
             png = figure_to_png(plot_parameter_breakdown({label: counts}))
         except (ValueError, TypeError) as error:
