@@ -9,6 +9,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from course_lib.labels import IGNORE_INDEX
+
 
 def perturb_biases_and_norms(model: nn.Module) -> nn.Module:
     """transformers zero-inits biases and unit-inits LayerNorms: add noise to them, so that a
@@ -63,8 +65,8 @@ def assert_state_dicts_equal(a: dict[str, Tensor], b: dict[str, Tensor]) -> None
 
 
 def mlm_labels(input_ids: Tensor) -> Tensor:
-    """-100 everywhere but four positions: three copies of the input, one other token."""
-    labels = torch.full_like(input_ids, -100)
+    """IGNORE_INDEX everywhere but four positions: three copies of the input, one other token."""
+    labels = torch.full_like(input_ids, IGNORE_INDEX)
     labels[0, [1, 4, 7]] = input_ids[0, [1, 4, 7]]
     labels[2, 2] = 17
     return labels

@@ -7,6 +7,12 @@ pad_token_id=1 and odd lengths; every output within 1e-5; state dicts round-trip
 import pytest
 import torch
 import transformers
+from parity import (
+    assert_losses_equal,
+    assert_outputs_equal,
+    assert_state_dicts_equal,
+    perturb_biases_and_norms,
+)
 
 import course_lib.interop.roberta  # noqa: F401  (registers the RoBERTa conversions)
 from course_lib.counting import COMPONENTS, count_parameters
@@ -53,12 +59,7 @@ def hf_model(cls_name: str, dims, num_labels: int = 3):
         attn_implementation="eager",
     )
     torch.manual_seed(len(cls_name))
-    model = getattr(transformers, cls_name)(config).eval()
-    with torch.no_grad():  # transformers zero-inits biases and unit-inits LayerNorms: perturb
-        for name, p in model.named_parameters():  # them so a swapped key cannot go unnoticed
-            if "LayerNorm" in name or "layer_norm" in name or name.endswith("bias"):
-                p.add_(0.1 * torch.randn_like(p))
-    return model
+    return perturb_biases_and_norms(getattr(transformers, cls_name)(config).eval())
 
 
 def padded_batch(seq: int = SEQ):
@@ -71,10 +72,6 @@ def padded_batch(seq: int = SEQ):
     mask[2, 4:] = 0
     ids[mask == 0] = PAD
     return dict(input_ids=ids, attention_mask=mask)
-
-
-def max_diff(a, b):
-    return (a - b).abs().max().item()
 
 
 # --- position ids ------------------------------------------------------------------------------
@@ -173,29 +170,7 @@ def test_outputs_equal_transformers(cls_name, config_name):
     hf = hf_model(cls_name, CONFIGS[config_name])
     ours = from_transformers(hf)
     assert type(ours).__name__ == cls_name and isinstance(ours.config, RobertaConfig)
-    batch = padded_batch()
-    with torch.no_grad():
-        theirs = hf(**batch, output_attentions=True, output_hidden_states=True)
-        mine = ours(**batch, output_attentions=True, output_hidden_states=True)
-    real = batch["attention_mask"].bool()
-    assert len(mine.hidden_states) == len(theirs.hidden_states) == CONFIGS[config_name][2] + 1
-    for a, b in zip(mine.hidden_states, theirs.hidden_states):
-        assert max_diff(a[real], b[real]) < TOL
-    assert len(mine.attentions) == len(theirs.attentions)
-    for a, b in zip(mine.attentions, theirs.attentions):
-        assert a.shape == b.shape and max_diff(a, b) < TOL
-    if cls_name == "RobertaModel":
-        assert max_diff(mine.last_hidden_state[real], theirs.last_hidden_state[real]) < TOL
-        assert max_diff(mine.pooler_output, theirs.pooler_output) < TOL
-    elif cls_name == "RobertaForMaskedLM":
-        assert mine.mlm_logits.shape == theirs.logits.shape
-        assert max_diff(mine.mlm_logits, theirs.logits) < TOL
-    elif cls_name == "RobertaForQuestionAnswering":
-        assert max_diff(mine.start_logits, theirs.start_logits) < TOL
-        assert max_diff(mine.end_logits, theirs.end_logits) < TOL
-    else:
-        assert mine.logits.shape == theirs.logits.shape
-        assert max_diff(mine.logits, theirs.logits) < TOL
+    assert_outputs_equal(ours, hf, padded_batch(), CONFIGS[config_name][2], TOL)
 
 
 @pytest.mark.parametrize("cls_name", CLASSES)
@@ -204,10 +179,7 @@ def test_round_trip_state_dict_is_exact(cls_name):
     back = to_transformers(from_transformers(hf))
     assert type(back) is type(hf)
     assert back.config.pad_token_id == PAD and back.config.layer_norm_eps == 1e-5
-    a, b = hf.state_dict(), back.state_dict()
-    assert a.keys() == b.keys()
-    for key in a:
-        assert torch.equal(a[key], b[key]), key
+    assert_state_dicts_equal(hf.state_dict(), back.state_dict())
 
 
 @pytest.mark.parametrize(
@@ -228,15 +200,7 @@ def test_round_trip_state_dict_is_exact(cls_name):
 def test_losses_equal_transformers(cls_name, kwargs):
     hf = hf_model(cls_name, CONFIGS["h48-heads4-relu"])
     ours = from_transformers(hf)
-    batch = padded_batch()
-    if kwargs.get("labels") == "mlm":
-        labels = torch.full_like(batch["input_ids"], -100)
-        labels[0, [1, 4, 7]] = batch["input_ids"][0, [1, 4, 7]]
-        labels[2, 2] = 17
-        kwargs = {"labels": labels}
-    with torch.no_grad():
-        mine, theirs = ours(**batch, **kwargs).loss.item(), hf(**batch, **kwargs).loss.item()
-    assert abs(mine - theirs) < TOL
+    assert_losses_equal(ours, hf, padded_batch(), kwargs, TOL)
 
 
 def test_mlm_decoder_is_tied_after_conversion():
