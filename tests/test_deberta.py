@@ -547,3 +547,46 @@ def test_small_deberta_trains():
     for name in ("rel_embeddings", "position_embeddings"):
         grads = [p.grad for n, p in model.named_parameters() if name in n]
         assert grads and all(g is not None and g.abs().sum() > 0 for g in grads), name
+
+
+@pytest.mark.parametrize("pre_layer_norm", [False, True])
+def test_layer_with_query_states_follows_the_formula(pre_layer_norm):
+    """EMD's call DebertaLayer(x, query_states=q): queries and the residual come from q, keys and
+    values from x, each through the attention LayerNorm under pre-LN. Checked by hand without
+    position terms (softmax(QK^T / sqrt(d)) V), and with them: q = x gives the plain layer."""
+    from course_lib.models.deberta import DebertaLayer
+
+    torch.manual_seed(0)
+    plain_config = small_config(
+        relative_attention=False,
+        pos_att_type=[],
+        norm_rel_ebd="none",
+        position_biased_input=True,
+        pre_layer_norm=pre_layer_norm,
+    )
+    layer = spread(DebertaLayer(plain_config)).eval()
+    att = layer.attention
+    x, q = torch.randn(2, 7, 60), torch.randn(2, 7, 60)
+    with torch.no_grad():
+        got, _ = layer(x, None, False, None, None, query_states=q)
+        norm = layer.attention_norm if pre_layer_norm else torch.nn.Identity()
+        split = att.split_heads
+        scores = split(att.query(norm(q))) @ split(att.key(norm(x))).transpose(-1, -2)
+        context = (scores / math.sqrt(12)).softmax(-1) @ split(att.value(norm(x)))
+        attn = att.output(context.transpose(1, 2).reshape(2, 7, 60))
+        if pre_layer_norm:
+            h = q + attn
+            want = h + layer.feed_forward(layer.output_norm(h))
+        else:
+            h = layer.attention_norm(q + attn)
+            want = layer.output_norm(h + layer.feed_forward(h))
+    assert max_diff(got, want) < 1e-5
+
+    model = spread(DebertaModel(small_config(pre_layer_norm=pre_layer_norm))).eval()
+    relative = model.encoder.relative_inputs(7, x.device)
+    layer = model.encoder.layers[0]
+    with torch.no_grad():
+        same, _ = layer(x, None, False, *relative, query_states=x)
+        plain, _ = layer(x, None, False, *relative)
+        other, _ = layer(x, None, False, *relative, query_states=q)
+    assert max_diff(same, plain) < 1e-6 and max_diff(other, plain) > 1e-2

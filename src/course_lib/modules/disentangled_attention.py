@@ -37,6 +37,8 @@ class DisentangledSelfAttention(MultiHeadSelfAttention):
         self.pos_att_type: tuple[str, ...] = tuple(config.pos_att_type) if relative else ()
         self.share_att_key = config.share_att_key
         self.paper_p2c = config.paper_p2c
+        # sqrt(hs * (1 + number of position terms)), not BERT's sqrt(hs): each term adds a sum of
+        # hs products, so this keeps the summed score at the variance BERT's c2c alone has.
         self.scale = attention_scale(self.head_dim, self.pos_att_type)
         hidden = config.hidden_size
         separate = relative and not self.share_att_key
