@@ -31,12 +31,13 @@ class BertModel(PreTrainedEncoder):
 
     embeddings_class: type[nn.Module] = BertEmbeddings
     encoder_class: type[nn.Module] = Encoder
+    pooler_class: type[nn.Module] = Pooler
 
     def __init__(self, config: BertConfig, add_pooling_layer: bool = True) -> None:
         super().__init__(config)
         self.embeddings = self.embeddings_class(config)
         self.encoder = self.encoder_class(config)
-        self.pooler = Pooler(config) if add_pooling_layer else None
+        self.pooler = self.pooler_class(config) if add_pooling_layer else None
         self.init_weights()
 
     def forward(

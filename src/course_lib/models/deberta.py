@@ -159,12 +159,10 @@ class DebertaModel(BertModel):
     config_class = DebertaConfig
     embeddings_class = DebertaEmbeddings
     encoder_class = DebertaEncoder
+    pooler_class = ContextPooler
 
     def __init__(self, config: DebertaConfig, add_pooling_layer: bool = False) -> None:
-        super().__init__(config, add_pooling_layer=False)
-        if add_pooling_layer:
-            self.pooler = ContextPooler(config)
-            self.pooler.apply(self._init_module)
+        super().__init__(config, add_pooling_layer)
 
     def attention_terms(
         self,
