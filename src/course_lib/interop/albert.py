@@ -23,7 +23,7 @@ from typing import Any
 
 from course_lib.config import AlbertConfig
 from course_lib.interop import bert
-from course_lib.interop.core import linear_keys, mlm_keys
+from course_lib.interop.core import linear_keys, mlm_keys, require_post_layer_norm
 from course_lib.models import albert as m
 from course_lib.modules.sharing import sharing_plan
 
@@ -84,10 +84,7 @@ def config_to_hf(config: AlbertConfig, cls_name: str = "AlbertModel") -> Any:
             f"shares whole layers within groups (sharing='all', and 'none' as one group per "
             f"layer), never the attention or feed-forward alone. Keep this model in course_lib."
         )
-    if config.pre_layer_norm:
-        raise ValueError(
-            "transformers' ALBERT is post-LN; a pre_layer_norm=True model has no equivalent."
-        )
+    require_post_layer_norm(config, "ALBERT")
     if not config.has_embedding_projection:
         raise ValueError(
             "this model has no E -> H projection (embedding_size == hidden_size, as in the "

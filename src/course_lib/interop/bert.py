@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from course_lib.config import BertConfig
-from course_lib.interop.core import layer_keys, linear_keys, mlm_keys
+from course_lib.interop.core import layer_keys, linear_keys, mlm_keys, require_post_layer_norm
 from course_lib.models import bert as m
 
 # core.register_family converts BASE and the classes named in HEAD_KEYS (interop/__init__).
@@ -72,10 +72,7 @@ def config_from_hf(hf_config: Any) -> BertConfig:
 def config_to_hf(config: BertConfig) -> Any:
     import transformers
 
-    if config.pre_layer_norm:
-        raise ValueError(
-            "transformers' BERT is post-LN; a pre_layer_norm=True model has no equivalent."
-        )
+    require_post_layer_norm(config, "BERT")
     return transformers.BertConfig(
         **{f: getattr(config, f) for f in SHARED_FIELDS}, num_labels=config.num_labels
     )

@@ -70,6 +70,14 @@ def layer_keys(num_layers: int, keys: KeyTable, ours: str, theirs: str) -> KeyTa
     ]
 
 
+def require_post_layer_norm(config: Any, family: str) -> None:
+    """transformers' `family` is post-LN: refuse a pre_layer_norm=True model (no equivalent)."""
+    if config.pre_layer_norm:
+        raise ValueError(
+            f"transformers' {family} is post-LN; a pre_layer_norm=True model has no equivalent."
+        )
+
+
 def _resolve(table: Any, config: Any) -> Any:
     """A table given as is, or as a function of the config."""
     return table(config) if callable(table) else table

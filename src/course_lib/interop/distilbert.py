@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from course_lib.config import DistilBertConfig
-from course_lib.interop.core import layer_keys, linear_keys, mlm_keys
+from course_lib.interop.core import layer_keys, linear_keys, mlm_keys, require_post_layer_norm
 from course_lib.models import distilbert as m
 
 # core.register_family converts BASE and the classes named in HEAD_KEYS (interop/__init__).
@@ -58,10 +58,7 @@ def config_from_hf(hf_config: Any) -> DistilBertConfig:
 def config_to_hf(config: DistilBertConfig) -> Any:
     import transformers
 
-    if config.pre_layer_norm:
-        raise ValueError(
-            "transformers' DistilBERT is post-LN; a pre_layer_norm=True model has no equivalent."
-        )
+    require_post_layer_norm(config, "DistilBERT")
     if config.layer_norm_eps != HF_LAYER_NORM_EPS:
         raise ValueError(
             f"transformers' DistilBERT fixes layer_norm_eps={HF_LAYER_NORM_EPS}; this model has "

@@ -15,7 +15,7 @@ from typing import Any
 from course_lib.config import RobertaConfig
 from course_lib.interop import bert
 from course_lib.interop.bert import SHARED_FIELDS
-from course_lib.interop.core import linear_keys, mlm_keys
+from course_lib.interop.core import linear_keys, mlm_keys, require_post_layer_norm
 from course_lib.models import roberta as m
 
 # core.register_family converts BASE and the classes named in HEAD_KEYS (interop/__init__).
@@ -37,10 +37,7 @@ def config_from_hf(hf_config: Any) -> RobertaConfig:
 def config_to_hf(config: RobertaConfig) -> Any:
     import transformers
 
-    if config.pre_layer_norm:
-        raise ValueError(
-            "transformers' RoBERTa is post-LN; a pre_layer_norm=True model has no equivalent."
-        )
+    require_post_layer_norm(config, "RoBERTa")
     return transformers.RobertaConfig(
         **{f: getattr(config, f) for f in SHARED_FIELDS},
         num_labels=config.num_labels,
