@@ -15,6 +15,7 @@ from course_lib.config import (
     BertConfig,
     DebertaConfig,
     DistilBertConfig,
+    ElectraConfig,
     RobertaConfig,
 )
 
@@ -199,6 +200,35 @@ def count_deberta(config: DebertaConfig, task: str) -> dict[str, int]:
     }
 
 
+def count_electra(config: ElectraConfig, task: str) -> dict[str, int]:
+    """BERT's formulas with ALBERT's embeddings: (V + P + T) * E, plus E*H + H for the projection
+    when E != H, and the embedding LayerNorm in E. No pooler. Heads: the discriminator's
+    dense H -> H and H -> 1; the generator's dense H -> E, LayerNorm(E) and the decoder bias V
+    (its weight is the tied V x E table)."""
+    h, e, n_layers = config.hidden_size, config.embedding_size, config.num_hidden_layers
+    heads = {
+        "Model": 0,
+        "ForPreTraining": linear(h, h) + linear(h, 1),
+        "ForMaskedLM": linear(h, e) + layer_norm(e) + config.vocab_size,
+    }
+    if task not in heads:
+        raise ValueError(
+            f"ELECTRA has no {task} class in course_lib; count one of "
+            f"{[f'Electra{t}' for t in heads]}."
+        )
+    embeddings = embedding_tables(config, e)
+    return {
+        "embeddings": embeddings + (linear(e, h) if config.has_embedding_projection else 0),
+        "attention": n_layers * 4 * linear(h, h),
+        "feed_forward": n_layers
+        * (linear(h, config.intermediate_size) + linear(config.intermediate_size, h)),
+        "layer_norm": layer_norm(e)
+        + layer_norm(h) * (2 * n_layers + (1 if config.pre_layer_norm else 0)),
+        "pooler": 0,
+        "heads": heads[task],
+    }
+
+
 # model_type -> counter(config, task); one row per family.
 COUNTERS: dict[str, Callable[[Any, str], dict[str, int]]] = {
     "bert": count_bert,
@@ -206,4 +236,5 @@ COUNTERS: dict[str, Callable[[Any, str], dict[str, int]]] = {
     "albert": count_albert,
     "deberta": count_deberta,
     "distilbert": count_distilbert,
+    "electra": count_electra,
 }

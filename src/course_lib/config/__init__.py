@@ -13,11 +13,19 @@ from course_lib.config.albert import SHARING, AlbertConfig
 from course_lib.config.bert import ACTIVATIONS, BertConfig, is_number, require
 from course_lib.config.deberta import POSITION_TERMS, DebertaConfig
 from course_lib.config.distilbert import DistilBertConfig
+from course_lib.config.electra import ElectraConfig
 from course_lib.config.roberta import RobertaConfig
 
 CONFIG_CLASSES: dict[str, type[BertConfig]] = {
     cls.model_type: cls
-    for cls in (BertConfig, RobertaConfig, AlbertConfig, DebertaConfig, DistilBertConfig)
+    for cls in (
+        BertConfig,
+        RobertaConfig,
+        AlbertConfig,
+        DebertaConfig,
+        DistilBertConfig,
+        ElectraConfig,
+    )
 }
 
 
@@ -38,6 +46,7 @@ __all__ = [
     "BertConfig",
     "DebertaConfig",
     "DistilBertConfig",
+    "ElectraConfig",
     "RobertaConfig",
     "config_from_dict",
     "is_number",

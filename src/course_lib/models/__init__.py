@@ -11,7 +11,7 @@ from course_lib.config import (
     RobertaConfig,
     config_from_dict,
 )
-from course_lib.models import albert, bert, deberta, distilbert, modernbert, roberta
+from course_lib.models import albert, bert, deberta, distilbert, electra, modernbert, roberta
 from course_lib.models.albert import (
     AlbertForMaskedLM,
     AlbertForPreTraining,
@@ -42,6 +42,7 @@ from course_lib.models.distilbert import (
     DistilBertForTokenClassification,
     DistilBertModel,
 )
+from course_lib.models.electra import ElectraForMaskedLM, ElectraForPreTraining, ElectraModel
 from course_lib.models.modernbert import ModernBertForMaskedLM, ModernBertModel
 from course_lib.models.outputs import ModelOutput
 from course_lib.models.roberta import (
@@ -67,6 +68,7 @@ ROBERTA_CLASSES = _family(roberta, "Roberta")
 ALBERT_CLASSES = _family(albert, "Albert")
 DEBERTA_CLASSES = _family(deberta, "Deberta")
 DISTILBERT_CLASSES = _family(distilbert, "DistilBert")
+ELECTRA_CLASSES = _family(electra, "Electra")
 MODERNBERT_CLASSES = _family(modernbert, "ModernBert")
 
 MODEL_CLASSES: dict[str, type] = {
@@ -75,6 +77,7 @@ MODEL_CLASSES: dict[str, type] = {
     **ALBERT_CLASSES,
     **DEBERTA_CLASSES,
     **DISTILBERT_CLASSES,
+    **ELECTRA_CLASSES,
     **MODERNBERT_CLASSES,
 }
 
@@ -106,6 +109,9 @@ __all__ = [
     "DistilBertForSequenceClassification",
     "DistilBertForTokenClassification",
     "DistilBertModel",
+    "ElectraForMaskedLM",
+    "ElectraForPreTraining",
+    "ElectraModel",
     "ModelOutput",
     "ModernBertForMaskedLM",
     "ModernBertModel",
