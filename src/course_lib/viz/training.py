@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 from matplotlib.patches import Patch, Rectangle
 
+from course_lib.labels import IGNORE_INDEX
 from course_lib.viz._figure import CourseFigure
 
 GROUP_ORDER = ("loss", "accuracy", "learning rate", "throughput")
@@ -231,7 +232,7 @@ def classify_masking(
         )
     categories = []
     for o, m, lab in zip(original, masked, label):
-        if lab == -100:
+        if lab == IGNORE_INDEX:
             categories.append("not selected")
         elif m == mask_token_id:
             categories.append("masked")
