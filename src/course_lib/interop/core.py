@@ -31,7 +31,7 @@ class Conversion:
 
 
 CONVERSIONS: dict[str, Conversion] = {}  # keyed by course_lib class name
-_BY_HF: dict[str, Conversion] = {}
+BY_HF_CLASS: dict[str, Conversion] = {}
 
 
 KeyTable = list[tuple[str, str]]
@@ -42,7 +42,7 @@ Aliases = Mapping[str, str] | Callable[[Any], Mapping[str, str]]
 
 def register(conversion: Conversion) -> None:
     CONVERSIONS[conversion.ours.__name__] = conversion
-    _BY_HF[conversion.hf_class_name] = conversion
+    BY_HF_CLASS[conversion.hf_class_name] = conversion
 
 
 def linear_keys(ours: str, theirs: str) -> KeyTable:
@@ -152,7 +152,7 @@ def _copy(
     return out
 
 
-def _load_exact(
+def load_exact(
     model: nn.Module, state: dict[str, torch.Tensor], ignore: set[str] = frozenset()
 ) -> None:
     """Copy `state` into `model`; every key and every shape must match (ValueError otherwise)."""
@@ -178,10 +178,10 @@ def from_transformers(hf_model: nn.Module, config: Any = None) -> nn.Module:
     is translated from `hf_model.config`.
     """
     name = type(hf_model).__name__
-    conv = _BY_HF.get(name)
+    conv = BY_HF_CLASS.get(name)
     if conv is None:
         raise ValueError(
-            f"no conversion for transformers class {name}; supported: {sorted(_BY_HF)}."
+            f"no conversion for transformers class {name}; supported: {sorted(BY_HF_CLASS)}."
         )
     hf_config = hf_model.config
     # A decoder (causal attention) or a model with cross-attention layers computes something
@@ -206,7 +206,7 @@ def from_transformers(hf_model: nn.Module, config: Any = None) -> nn.Module:
         raise ValueError(f"transformers weights not covered by the key table: {leftover}")
     state = _copy(hf_state, table, reverse=False)
     tied = {k for k in model.state_dict() if k not in state}  # tied aliases on our side
-    _load_exact(model, state, ignore=tied)
+    load_exact(model, state, ignore=tied)
     model.eval() if not hf_model.training else model.train()
     return model
 
@@ -225,6 +225,6 @@ def to_transformers(model: nn.Module) -> nn.Module:
     state = _copy(model.state_dict(), conv.key_table(model.config), reverse=True)
     for alias, source in conv.hf_aliases(model.config).items():
         state[alias] = state[source]
-    _load_exact(hf_model, state)
+    load_exact(hf_model, state)
     hf_model.train(model.training)
     return hf_model

@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from course_lib.interop import prelayernorm
-from course_lib.interop.core import _BY_HF, from_transformers, to_transformers
+from course_lib.interop.core import BY_HF_CLASS, from_transformers, to_transformers
 
 METADATA_KEY = "course_lib"
 # A transformers folder without (a supported) "architectures": its masked-LM class.
@@ -226,7 +226,7 @@ def _max_tokens(config: Any) -> int:
 
 
 def _hf_class_name(config: Any) -> str:
-    supported = set(_BY_HF) | set(prelayernorm.CLASSES.values())
+    supported = set(BY_HF_CLASS) | set(prelayernorm.CLASSES.values())
     for name in getattr(config, "architectures", None) or []:
         if name in supported:
             return name
@@ -269,7 +269,7 @@ def course_equivalent(hf_model: nn.Module) -> nn.Module:
     config = None
     if (
         metadata is not None
-        and metadata.get("model_class") == _BY_HF[type(hf_model).__name__].ours.__name__
+        and metadata.get("model_class") == BY_HF_CLASS[type(hf_model).__name__].ours.__name__
     ):
         config = config_from_dict(metadata["config"])
     return from_transformers(hf_model, config=config)

@@ -28,7 +28,7 @@ from torch import nn
 
 from course_lib.interop import roberta
 from course_lib.interop.bert import SHARED_FIELDS
-from course_lib.interop.core import _load_exact, layer_keys, linear_keys
+from course_lib.interop.core import layer_keys, linear_keys, load_exact
 
 HF_PREFIX = "roberta_prelayernorm."
 FAMILIES = ("bert", "roberta", "distilbert")
@@ -167,7 +167,7 @@ def to_roberta_prelayernorm(model: nn.Module) -> nn.Module:
     if hf_name.endswith("MaskedLM"):
         for alias, source in MLM_ALIASES.items():
             state[alias] = state[source]
-    _load_exact(hf_model, state)
+    load_exact(hf_model, state)
     hf_model.train(model.training)
     return hf_model
 
@@ -211,5 +211,5 @@ def from_roberta_prelayernorm(hf_model: nn.Module, model_class: type, config: An
     state[f"{prefix}{POSITIONS}"] = positions[shift:].detach().clone()
     model = model_class(config)
     tied = {k for k in model.state_dict() if k not in state}
-    _load_exact(model, state, ignore=tied)
+    load_exact(model, state, ignore=tied)
     return model.train(hf_model.training)

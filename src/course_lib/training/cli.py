@@ -229,7 +229,7 @@ def _load_corpus(spec: str, saved: bool = False) -> Any:
         raise UsageError(f"cannot read corpus {spec!r}: {str(err).rstrip('.')}") from err
 
 
-def _checkpoint_state(path: str | Path, family: str | None, resume: bool = False) -> dict[str, Any]:
+def checkpoint_state(path: str | Path, family: str | None, resume: bool = False) -> dict[str, Any]:
     """The JSON state of a checkpoint, checked to exist and (optionally) to be of `family`;
     with `resume`, also to hold what resuming needs."""
     from course_lib.training.checkpoint import CheckpointError, read_state
@@ -413,7 +413,7 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
     _check_output_dir(output_dir, resume_dir, args.overwrite)  # before any corpus work
     preset, state = args.preset or "tiny", {}
     if resume_dir is not None:
-        state = _checkpoint_state(resume_dir, args.family, resume=True)
+        state = checkpoint_state(resume_dir, args.family, resume=True)
         preset = _resumed_preset(args.preset, state, resume_dir) or preset
         _same_as_saved(args, state["training_config"], resume_dir)
         finished = _finished(args, state)
@@ -662,7 +662,7 @@ def _load_model_and_tokenizer(
     from course_lib.training.checkpoint import load_pretrained
     from course_lib.training.device import select_device
 
-    state = _checkpoint_state(path, family)
+    state = checkpoint_state(path, family)
     tokenizer = _checkpoint_tokenizer(path, state)
     with _usage_errors():
         model = load_pretrained(path, device=select_device(device))

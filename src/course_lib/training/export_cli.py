@@ -36,9 +36,9 @@ def add_parsers(sub: Any) -> None:
 
 def cmd_export(args: argparse.Namespace) -> int:
     from course_lib.interop.export import export_checkpoint
-    from course_lib.training.cli import _checkpoint_state
+    from course_lib.training.cli import checkpoint_state
 
-    _checkpoint_state(args.checkpoint, None)  # exists, is a checkpoint, has its tokenizer
+    checkpoint_state(args.checkpoint, None)  # exists, is a checkpoint, has its tokenizer
     try:
         result = export_checkpoint(args.checkpoint, args.out_dir, mlm_only=args.mlm_only)
     except (ValueError, OSError) as err:
