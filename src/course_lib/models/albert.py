@@ -102,12 +102,9 @@ class AlbertForPreTraining(AlbertVariant, TaskModel):
 
     add_pooling_layer = True
 
-    def __init__(self, config: AlbertConfig) -> None:
-        super().__init__(config)
+    def add_heads(self, config: AlbertConfig) -> None:
         self.mlm_head = self.mlm_head_class(config)
         self.sop_head = SentenceOrderHead(config)
-        self.init_weights()
-        self.tie_weights()
 
     def add_predictions(
         self,

@@ -94,7 +94,8 @@ class TaskModel(PreTrainedEncoder):
     """A task model: a backbone (BertModel, or a variant's) plus the task's head(s).
 
     `forward` is the same for every task: run the backbone, then `add_predictions` (which each
-    task defines) adds the head's logits, and its loss when targets are given. A variant
+    task defines) adds the head's logits, and its loss when targets are given; a task that also
+    needs some of the batch's inputs names them in `head_inputs`. A variant
     changes a part through class attributes (`base_model_class`, `mlm_head_class`,
     `classifier_class`, ...), never by patching a built model.
     """
@@ -102,10 +103,23 @@ class TaskModel(PreTrainedEncoder):
     base_model_class: type[BertModel] = BertModel
     add_pooling_layer: bool = False
     mlm_head_class: type[nn.Module] = MaskedLMHead
+    # What `add_predictions` receives besides the backbone's output and the targets, by name:
+    # "input_ids", "attention_mask", or "hidden_states" (the backbone's, collected even when the
+    # caller did not ask for them). ELECTRA's loss averages over real tokens (the mask);
+    # DeBERTa's enhanced mask decoder re-runs the last layer on the states that entered it.
+    head_inputs: tuple[str, ...] = ()
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__(config)
         self.backbone = self.base_model_class(config, add_pooling_layer=self.add_pooling_layer)
+        self.add_heads(config)
+        self.init_weights()
+        self.tie_weights()
+
+    def add_heads(self, config: BertConfig) -> None:
+        """Build this task's head modules (each task defines it); `__init__` then initialises
+        every weight and ties the MLM decoder to the embeddings."""
+        raise NotImplementedError(f"{type(self).__name__} defines no head")
 
     def forward(
         self,
@@ -119,43 +133,37 @@ class TaskModel(PreTrainedEncoder):
     ) -> ModelOutput:
         """The backbone's output plus this task's predictions. `labels` (and a task's other
         targets, e.g. `next_sentence_label`, `start_positions`/`end_positions`) add the loss."""
-        out = self.run_backbone(
-            input_ids, attention_mask, token_type_ids, output_attentions, output_hidden_states
+        collect_states = output_hidden_states or "hidden_states" in self.head_inputs
+        out = self.backbone(
+            input_ids, attention_mask, token_type_ids, output_attentions, collect_states
         )
-        self.add_predictions(out, labels, **targets)
+        inputs = dict(
+            input_ids=input_ids, attention_mask=attention_mask, hidden_states=out.hidden_states
+        )
+        self.add_predictions(out, labels, **{k: inputs[k] for k in self.head_inputs}, **targets)
+        if not output_hidden_states:
+            out.hidden_states = None
         return out
-
-    def run_backbone(
-        self,
-        input_ids: Tensor,
-        attention_mask: Tensor | None,
-        token_type_ids: Tensor | None,
-        output_attentions: bool,
-        output_hidden_states: bool,
-    ) -> ModelOutput:
-        return self.backbone(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            token_type_ids=token_type_ids,
-            output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states,
-        )
 
     def add_predictions(self, out: ModelOutput, labels: Tensor | None) -> None:
         """Set this task's logits (and loss, given targets) on the backbone's output."""
         raise NotImplementedError(f"{type(self).__name__} defines no head")
 
-    def add_masked_lm_predictions(self, out: ModelOutput, labels: Tensor | None) -> None:
-        """MLM logits (and loss, given labels) from the last hidden states."""
+    def add_masked_lm_predictions(
+        self, out: ModelOutput, labels: Tensor | None, hidden: Tensor | None = None
+    ) -> None:
+        """MLM logits (and loss, given labels) from `hidden`, by default the last hidden states."""
         # mlm_logits: [n_masked, V] with labels (gathered at the masked positions, which
         # mlm_positions lists as [n_masked, 2]); [B, S, V] without labels.
         out.mlm_loss, out.mlm_logits, out.mlm_positions = masked_lm_loss(
-            self.mlm_head, out.last_hidden_state, labels
+            self.mlm_head, out.last_hidden_state if hidden is None else hidden, labels
         )
 
     def tie_weights(self) -> None:
-        """The MLM decoder reads out with the input embedding matrix (saves V x H parameters)."""
-        self.mlm_head.decoder.weight = self.backbone.embeddings.word_embeddings.weight
+        """The MLM decoder reads out with the input embedding matrix (saves V x H parameters);
+        a task without an MLM head has nothing to tie."""
+        if "mlm_head" in self._modules:
+            self.mlm_head.decoder.weight = self.backbone.embeddings.word_embeddings.weight
 
 
 def sentence_pair_loss(logits: Tensor, labels: Tensor | None) -> Tensor | None:
@@ -172,11 +180,8 @@ def total_loss(*losses: Tensor | None) -> Tensor | None:
 class BertForMaskedLM(TaskModel):
     """BERT with the masked-language-model head (no pooler, as in transformers)."""
 
-    def __init__(self, config: BertConfig) -> None:
-        super().__init__(config)
+    def add_heads(self, config: BertConfig) -> None:
         self.mlm_head = self.mlm_head_class(config)
-        self.init_weights()
-        self.tie_weights()
 
     def add_predictions(self, out: ModelOutput, labels: Tensor | None) -> None:
         self.add_masked_lm_predictions(out, labels)
@@ -188,12 +193,9 @@ class BertForPreTraining(TaskModel):
 
     add_pooling_layer = True
 
-    def __init__(self, config: BertConfig) -> None:
-        super().__init__(config)
+    def add_heads(self, config: BertConfig) -> None:
         self.mlm_head = self.mlm_head_class(config)
         self.nsp_head = NextSentenceHead(config)
-        self.init_weights()
-        self.tie_weights()
 
     def add_predictions(
         self,
@@ -215,10 +217,8 @@ class BertForSequenceClassification(TaskModel):
     add_pooling_layer = True
     classifier_class: type[nn.Module] = SequenceClassificationHead
 
-    def __init__(self, config: BertConfig) -> None:
-        super().__init__(config)
+    def add_heads(self, config: BertConfig) -> None:
         self.classifier = self.classifier_class(config)
-        self.init_weights()
 
     def add_predictions(self, out: ModelOutput, labels: Tensor | None) -> None:
         pooled = out.pooler_output if self.add_pooling_layer else out.last_hidden_state
@@ -235,10 +235,8 @@ class BertForTokenClassification(TaskModel):
 
     classifier_class: type[nn.Module] = TokenClassificationHead
 
-    def __init__(self, config: BertConfig) -> None:
-        super().__init__(config)
+    def add_heads(self, config: BertConfig) -> None:
         self.classifier = self.classifier_class(config)
-        self.init_weights()
 
     def add_predictions(self, out: ModelOutput, labels: Tensor | None) -> None:
         out.logits = self.classifier(out.last_hidden_state)
@@ -252,10 +250,8 @@ class BertForQuestionAnswering(TaskModel):
 
     qa_head_class: type[nn.Module] = QuestionAnsweringHead
 
-    def __init__(self, config: BertConfig) -> None:
-        super().__init__(config)
+    def add_heads(self, config: BertConfig) -> None:
         self.qa_head = self.qa_head_class(config)
-        self.init_weights()
 
     def add_predictions(
         self,

@@ -14,6 +14,8 @@ Everything else (feed-forward, post-LN residuals, heads, losses) is BERT's, inhe
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import Tensor, nn
 
@@ -24,7 +26,6 @@ from course_lib.models.bert import (
     BertForSequenceClassification,
     BertForTokenClassification,
     BertModel,
-    masked_lm_loss,
 )
 from course_lib.models.outputs import ModelOutput
 from course_lib.modules.disentangled_attention import DisentangledSelfAttention
@@ -198,39 +199,29 @@ class DebertaVariant:
 class DebertaForMaskedLM(DebertaVariant, BertForMaskedLM):
     """BERT's MLM head on DeBERTa; with `config.use_emd`, the enhanced mask decoder runs first."""
 
-    def forward(
-        self,
-        input_ids: Tensor,
-        attention_mask: Tensor | None = None,
-        token_type_ids: Tensor | None = None,
-        labels: Tensor | None = None,
-        output_attentions: bool = False,
-        output_hidden_states: bool = False,
-    ) -> ModelOutput:
-        if not self.config.use_emd:
-            return super().forward(
-                input_ids,
-                attention_mask,
-                token_type_ids,
-                labels,
-                output_attentions,
-                output_hidden_states,
-            )
-        out = self.run_backbone(input_ids, attention_mask, token_type_ids, output_attentions, True)
-        decoded = self.enhanced_mask_decoder(input_ids, out.hidden_states[-2], attention_mask)
-        if not output_hidden_states:
-            out.hidden_states = None
-        loss, logits, positions = masked_lm_loss(self.mlm_head, decoded, labels)
-        out.loss, out.mlm_loss, out.mlm_logits, out.mlm_positions = loss, loss, logits, positions
-        return out
+    @property
+    def head_inputs(self) -> tuple[str, ...]:
+        """EMD reads the ids (for positions), the mask and the states entering the last layer."""
+        return ("input_ids", "attention_mask", "hidden_states") if self.config.use_emd else ()
+
+    def add_predictions(self, out: ModelOutput, labels: Tensor | None, **emd_inputs: Any) -> None:
+        """With EMD, the MLM head reads the decoder's states instead of the last layer's."""
+        decoded = self.enhanced_mask_decoder(**emd_inputs) if self.config.use_emd else None
+        self.add_masked_lm_predictions(out, labels, decoded)
+        out.loss = out.mlm_loss
 
     def enhanced_mask_decoder(
-        self, input_ids: Tensor, hidden: Tensor, attention_mask: Tensor | None
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None,
+        hidden_states: tuple[Tensor, ...],
     ) -> Tensor:
         """EMD (He et al. 2021, sec. 3.2, following Microsoft's code): re-run the last encoder layer
-        `emd_steps` times with its own weights. Keys/values are `hidden`, the states that enter the
-        last layer; the first queries are hidden + absolute position embeddings, later queries
-        the previous step's output. Absolute positions thus reach only the MLM prediction."""
+        `emd_steps` times with its own weights. Keys/values are the states that enter the last
+        layer (`hidden_states[-2]`); the first queries are those + absolute position embeddings,
+        later queries the previous step's output. Absolute positions thus reach only the MLM
+        prediction."""
+        hidden = hidden_states[-2]
         embeddings, encoder = self.backbone.embeddings, self.backbone.encoder
         layer = encoder.layers[-1]
         if attention_mask is None:

@@ -93,28 +93,14 @@ class ElectraForPreTraining(ElectraVariant, TaskModel):
     [batch, seq] as in transformers; with `labels` (0/1 per token), `loss` is their binary
     cross-entropy over the real tokens."""
 
-    def __init__(self, config: ElectraConfig) -> None:
-        super().__init__(config)
-        self.discriminator_head = DiscriminatorHead(config)
-        self.init_weights()
+    head_inputs = ("attention_mask",)  # the loss averages over the real tokens only
 
-    def forward(
-        self,
-        input_ids: Tensor,
-        attention_mask: Tensor | None = None,
-        token_type_ids: Tensor | None = None,
-        labels: Tensor | None = None,
-        output_attentions: bool = False,
-        output_hidden_states: bool = False,
-    ) -> ModelOutput:
-        # The loss averages over the real tokens only, so it needs the attention mask: the one
-        # input TaskModel.forward does not hand to a head. Logits come from add_predictions.
-        out = super().forward(
-            input_ids, attention_mask, token_type_ids, None, output_attentions, output_hidden_states
-        )
+    def add_heads(self, config: ElectraConfig) -> None:
+        self.discriminator_head = DiscriminatorHead(config)
+
+    def add_predictions(
+        self, out: ModelOutput, labels: Tensor | None, attention_mask: Tensor | None = None
+    ) -> None:
+        out.logits = self.discriminator_head(out.last_hidden_state)
         if labels is not None:
             out.loss = replaced_token_loss(out.logits, labels, attention_mask)
-        return out
-
-    def add_predictions(self, out: ModelOutput, labels: Tensor | None) -> None:
-        out.logits = self.discriminator_head(out.last_hidden_state)

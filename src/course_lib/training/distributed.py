@@ -64,23 +64,25 @@ def shutdown() -> None:
         dist.destroy_process_group()
 
 
+def all_reduce(value: torch.Tensor, op: dist.ReduceOp.RedOpType) -> torch.Tensor:
+    """`value` reduced with `op` over all processes, in a copy (the value itself in a single
+    process): the one collective that the mean, sum and maximum below share."""
+    if not context().enabled:
+        return value
+    value = value.detach().clone()
+    dist.all_reduce(value, op=op)
+    return value
+
+
 def all_reduce_mean(value: torch.Tensor) -> torch.Tensor:
     """The mean of `value` over all processes (the value itself in a single process)."""
     ctx = context()
-    if not ctx.enabled:
-        return value
-    value = value.detach().clone()
-    dist.all_reduce(value, op=dist.ReduceOp.SUM)
-    return value / ctx.world_size
+    return all_reduce(value, dist.ReduceOp.SUM) / ctx.world_size if ctx.enabled else value
 
 
 def all_reduce_sum(value: torch.Tensor) -> torch.Tensor:
     """The sum of `value` over all processes."""
-    if not context().enabled:
-        return value
-    value = value.detach().clone()
-    dist.all_reduce(value, op=dist.ReduceOp.SUM)
-    return value
+    return all_reduce(value, dist.ReduceOp.SUM)
 
 
 def barrier() -> None:
@@ -102,8 +104,4 @@ def micro_batch_slots(rank: int, world_size: int, accumulation_steps: int) -> li
 
 def all_reduce_max(value: torch.Tensor) -> torch.Tensor:
     """The element-wise maximum of `value` over all processes (used to agree on stopping)."""
-    if not context().enabled:
-        return value
-    value = value.detach().clone()
-    dist.all_reduce(value, op=dist.ReduceOp.MAX)
-    return value
+    return all_reduce(value, dist.ReduceOp.MAX)
