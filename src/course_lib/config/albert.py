@@ -5,7 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from course_lib.config.bert import BertConfig, require
+from course_lib.config.bert import (
+    BertConfig,
+    require,
+    require_positive_ints,
+    require_probabilities,
+)
 
 # The four strategies the ALBERT paper compares (Table 4): what is shared across layers.
 SHARING = ("all", "attention", "ffn", "none")
@@ -43,14 +48,7 @@ class AlbertConfig(BertConfig):
     def validate(self) -> None:
         """BERT's checks, then ALBERT's fields and how they combine."""
         super().validate()
-        for name in ("embedding_size", "num_hidden_groups", "inner_group_num"):
-            value = getattr(self, name)
-            require(
-                isinstance(value, int) and not isinstance(value, bool) and value > 0,
-                name,
-                value,
-                "expected a positive integer",
-            )
+        require_positive_ints(self, "embedding_size", "num_hidden_groups", "inner_group_num")
         require(self.sharing in SHARING, "sharing", self.sharing, f"expected one of {SHARING}")
         if self.num_hidden_layers % self.num_hidden_groups:
             valid = [
@@ -80,13 +78,7 @@ class AlbertConfig(BertConfig):
                 f"{self.embedding_size} != {self.hidden_size}: the E -> H projection is what "
                 f"lets the embeddings be smaller than the hidden states."
             )
-        require(
-            isinstance(self.classifier_dropout_prob, (int, float))
-            and 0.0 <= self.classifier_dropout_prob < 1.0,
-            "classifier_dropout_prob",
-            self.classifier_dropout_prob,
-            "expected a probability in [0, 1)",
-        )
+        require_probabilities(self, "classifier_dropout_prob")
 
     @property
     def has_embedding_projection(self) -> bool:

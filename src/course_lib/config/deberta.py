@@ -5,7 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from course_lib.config.bert import ACTIVATIONS, BertConfig, require
+from course_lib.config.bert import (
+    BertConfig,
+    require,
+    require_activations,
+    require_positive_ints,
+    require_probabilities,
+)
 
 # The relative-position terms DeBERTa adds to content-to-content attention.
 POSITION_TERMS = ("c2p", "p2c")
@@ -114,24 +120,9 @@ class DebertaConfig(BertConfig):
             "the enhanced mask decoder injects absolute positions that position_biased_input=True "
             "already adds at the input; set position_biased_input=False (DeBERTa's choice)",
         )
-        require(
-            isinstance(self.emd_steps, int) and self.emd_steps >= 1,
-            "emd_steps",
-            self.emd_steps,
-            "expected a positive integer",
-        )
-        require(
-            self.pooler_hidden_act in ACTIVATIONS,
-            "pooler_hidden_act",
-            self.pooler_hidden_act,
-            f"expected one of {ACTIVATIONS}",
-        )
-        require(
-            0.0 <= self.pooler_dropout < 1.0,
-            "pooler_dropout",
-            self.pooler_dropout,
-            "expected a probability in [0, 1)",
-        )
+        require_positive_ints(self, "emd_steps")
+        require_activations(self, "pooler_hidden_act")
+        require_probabilities(self, "pooler_dropout")
 
     @property
     def relative_span(self) -> int:

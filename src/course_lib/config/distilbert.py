@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from course_lib.config.bert import BertConfig, require
+from course_lib.config.bert import BertConfig, require, require_probabilities
 
 
 @dataclass
@@ -29,6 +29,4 @@ class DistilBertConfig(BertConfig):
             self.type_vocab_size,
             "DistilBERT has no segment embeddings; expected 0",
         )
-        for name in ("qa_dropout", "seq_classif_dropout"):
-            value = getattr(self, name)
-            require(0.0 <= value < 1.0, name, value, "expected a probability in [0, 1)")
+        require_probabilities(self, "qa_dropout", "seq_classif_dropout")

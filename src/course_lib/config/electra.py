@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from course_lib.config.bert import BertConfig, require
+from course_lib.config.bert import BertConfig, require, require_positive_ints
 
 
 @dataclass
@@ -33,14 +33,7 @@ class ElectraConfig(BertConfig):
     def validate(self) -> None:
         """BERT's checks, then the embedding size."""
         super().validate()
-        require(
-            isinstance(self.embedding_size, int)
-            and not isinstance(self.embedding_size, bool)
-            and self.embedding_size > 0,
-            "embedding_size",
-            self.embedding_size,
-            "expected a positive integer",
-        )
+        require_positive_ints(self, "embedding_size")
 
     @property
     def has_embedding_projection(self) -> bool:

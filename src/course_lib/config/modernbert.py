@@ -2,21 +2,31 @@
 
 It does not subclass BertConfig because half of BERT's fields would be wrong for it: no position
 table (rotary positions), no segment types, no biases, separate dropouts per sublayer, and
-transformers names the activation `hidden_activation` and the norm epsilon `norm_eps`. It keeps
-BertConfig's contract (validate on creation, `from_preset`, `replace`, `to_dict`/`from_dict`,
-`head_dim`, `model_type`), so checkpoints and `config_from_dict` treat it like every family.
+transformers names the activation `hidden_activation` and the norm epsilon `norm_eps`. It shares
+BertConfig's base, EncoderConfig (validate on creation, the size checks, `from_preset`,
+`replace`, `to_dict`/`from_dict`, `head_dim`), so checkpoints and `config_from_dict` treat it
+like every family.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
-from course_lib.config.bert import ACTIVATIONS, BertConfig, is_number, require
+from course_lib.config.bert import (
+    EncoderConfig,
+    is_int,
+    require,
+    require_activations,
+    require_bools,
+    require_positive_ints,
+    require_positive_numbers,
+    require_probabilities,
+)
 
 
 @dataclass
-class ModernBertConfig:
+class ModernBertConfig(EncoderConfig):
     """Sizes and switches of a ModernBERT encoder; defaults are ModernBERT-base as released.
 
     `global_attn_every_n_layers=3`: layers 0, 3, 6, ... attend globally with rotary base
@@ -65,33 +75,10 @@ class ModernBertConfig:
         ),
     }
 
-    def __post_init__(self) -> None:
-        self.validate()
-
     def validate(self) -> None:
-        """Raise ValueError naming the first invalid field."""
-        for name in (
-            "vocab_size",
-            "hidden_size",
-            "intermediate_size",
-            "num_hidden_layers",
-            "num_attention_heads",
-            "max_position_embeddings",
-            "global_attn_every_n_layers",
-        ):
-            value = getattr(self, name)
-            require(
-                isinstance(value, int) and not isinstance(value, bool) and value > 0,
-                name,
-                value,
-                "expected a positive integer",
-            )
-        if self.hidden_size % self.num_attention_heads:
-            raise ValueError(
-                f"hidden_size={self.hidden_size} is not divisible by num_attention_heads="
-                f"{self.num_attention_heads}: each head gets hidden_size / num_attention_heads "
-                f"features."
-            )
+        """The sizes every encoder has, then ModernBERT's own fields."""
+        super().validate()
+        require_positive_ints(self, "global_attn_every_n_layers")
         require(
             self.head_dim % 2 == 0,
             "num_attention_heads",
@@ -100,69 +87,20 @@ class ModernBertConfig:
             f"rotary embeddings turn its features in pairs",
         )
         require(
-            isinstance(self.local_attention, int)
-            and not isinstance(self.local_attention, bool)
+            is_int(self.local_attention)
             and self.local_attention >= 2
             and self.local_attention % 2 == 0,
             "local_attention",
             self.local_attention,
             "expected an even window >= 2 (each token sees local_attention // 2 on either side)",
         )
-        for name in ("hidden_activation", "classifier_activation"):
-            value = getattr(self, name)
-            require(value in ACTIVATIONS, name, value, f"expected one of {ACTIVATIONS}")
-        for name in ("attention_dropout", "embedding_dropout", "mlp_dropout"):
-            value = getattr(self, name)
-            require(
-                is_number(value) and 0.0 <= value < 1.0,
-                name,
-                value,
-                "expected a probability in [0, 1)",
-            )
-        for name in (
-            "initializer_range",
-            "initializer_cutoff_factor",
-            "norm_eps",
-            "global_rope_theta",
-            "local_rope_theta",
-        ):
-            value = getattr(self, name)
-            require(is_number(value) and value > 0, name, value, "expected a finite number > 0")
-        for name in (
-            "norm_bias",
-            "attention_bias",
-            "mlp_bias",
-            "decoder_bias",
-            "classifier_bias",
-            "unpad",
-        ):
-            value = getattr(self, name)
-            require(isinstance(value, bool), name, value, "expected True or False")
-        require(
-            isinstance(self.pad_token_id, int)
-            and not isinstance(self.pad_token_id, bool)
-            and 0 <= self.pad_token_id < self.vocab_size,
-            "pad_token_id",
-            self.pad_token_id,
-            f"expected an id in [0, vocab_size={self.vocab_size})",
-        )
-
-    @property
-    def head_dim(self) -> int:
-        return self.hidden_size // self.num_attention_heads
+        require_activations(self, "hidden_activation", "classifier_activation")
+        require_probabilities(self, "attention_dropout", "embedding_dropout", "mlp_dropout")
+        require_positive_numbers(self, "initializer_cutoff_factor", "norm_eps")
+        require_positive_numbers(self, "global_rope_theta", "local_rope_theta")
+        require_bools(self, "norm_bias", "attention_bias", "mlp_bias", "unpad")
+        require_bools(self, "decoder_bias", "classifier_bias")
 
     def is_global(self, layer: int) -> bool:
         """Whether layer `layer` attends to the whole sequence (else: its local window)."""
         return layer % self.global_attn_every_n_layers == 0
-
-    @classmethod
-    def from_preset(cls, name: str, **overrides: Any) -> ModernBertConfig:
-        """A published size by name ('modernbert-base' or 'modernbert-large')."""
-        if name not in cls.presets:
-            raise ValueError(f"unknown preset {name!r}; choose one of {sorted(cls.presets)}.")
-        return cls(**{**cls.presets[name], **overrides})
-
-    # BERT's own methods, unchanged: `replace` (a validated copy) and the dictionary round trip.
-    replace = BertConfig.replace
-    to_dict = BertConfig.to_dict
-    from_dict = classmethod(BertConfig.from_dict.__func__)
