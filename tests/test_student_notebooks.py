@@ -41,8 +41,9 @@ def test_there_are_exercise_notebooks_one_per_chapter_at_least():
         "02_roberta",
         "03_albert",
         "04_deberta_distil",
+        "05_modern_encoders",
     }
-    assert len(MASTERS) == 5
+    assert len(MASTERS) == 6
 
 
 def test_stub_replaces_only_the_region_and_keeps_indentation():
