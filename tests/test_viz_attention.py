@@ -599,3 +599,51 @@ def test_show_attention_with_a_course_tokenizer():
     assert explorer.tokens == tokenizer.convert_ids_to_tokens(encoded["input_ids"])
     assert explorer.sentence_b_start == encoded["token_type_ids"].index(1)
     assert explorer.tokens[explorer.sentence_b_start - 1] == "[SEP]"
+
+
+def test_show_attention_on_chapter_05_models():
+    """ModernBERT (alternating global / local layers) and ELECTRA render in the explorer; a
+    local layer's map is zero outside its window, padding is dropped."""
+    from course_lib.config import ElectraConfig, ModernBertConfig
+    from course_lib.models import ElectraModel, ModernBertModel
+
+    torch.manual_seed(0)
+    inputs = {
+        "input_ids": torch.tensor([[1, 5, 6, 7, 8, 9, 10, 11, 2, 0]]),
+        "attention_mask": torch.tensor([[1, 1, 1, 1, 1, 1, 1, 1, 1, 0]]),
+    }
+    modern = ModernBertModel(
+        ModernBertConfig(
+            vocab_size=20,
+            hidden_size=16,
+            intermediate_size=24,
+            num_hidden_layers=3,
+            num_attention_heads=2,
+            global_attn_every_n_layers=2,
+            local_attention=4,
+            pad_token_id=0,
+            max_position_embeddings=32,
+        )
+    )
+    explorer = show_attention(modern, inputs, interactive=False)
+    assert (explorer.num_layers, explorer.num_heads, explorer.seq_len) == (3, 2, 9)
+    distance = np.abs(np.arange(9)[:, None] - np.arange(9)[None, :])
+    local, full = explorer.maps["attention"][1], explorer.maps["attention"][0]
+    assert np.all(local[:, distance > 2] == 0) and np.all(local[:, distance <= 2] > 0)
+    assert np.all(full > 0) and np.allclose(local.sum(-1), 1, atol=1e-5)
+    assert explorer.png()[:4] == b"\x89PNG"
+
+    electra = ElectraModel(
+        ElectraConfig(
+            vocab_size=20,
+            embedding_size=8,
+            hidden_size=16,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            intermediate_size=32,
+            max_position_embeddings=16,
+        )
+    )
+    explorer = show_attention(electra, inputs, interactive=False)
+    assert (explorer.num_layers, explorer.num_heads, explorer.seq_len) == (2, 4, 9)
+    assert np.allclose(explorer.maps["attention"].sum(-1), 1, atol=1e-5)
