@@ -32,7 +32,7 @@ from course_lib.models.electra import ElectraForMaskedLM, ElectraForPreTraining
 from course_lib.models.outputs import ModelOutput
 from course_lib.objectives.masking import IGNORE_INDEX, MaskingConfig
 
-DISCRIMINATOR_WEIGHT = 50.0  # lambda of the paper (section 3.1: they searched 1, 10, 20, 50, 100)
+DISCRIMINATOR_WEIGHT = 50.0  # lambda of the paper (its appendix A: pretraining details)
 ELECTRA_MASKING = MaskingConfig(
     mlm_probability=0.15, mask_replace_prob=0.85, random_replace_prob=0.0
 )
