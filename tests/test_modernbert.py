@@ -23,14 +23,17 @@ from course_lib.modules.unpadding import pack
 
 CLASSES = ["ModernBertModel", "ModernBertForMaskedLM"]
 CONFIGS = {
-    # 13 tokens, window |i - j| <= 2: the block-wise local path with 7 blocks
-    "h48-heads4-w4-every3": dict(hidden_size=48, num_attention_heads=4, num_hidden_layers=4),
-    # every bias switched on, other activations, local every other layer, window |i - j| <= 3
-    "h32-heads2-w6-every2-biases": dict(
+    # 13 tokens, window |i - j| <= 1: the block-wise local path (13 > 8 * 1), 13 blocks
+    "h48-heads4-w2-every3": dict(
+        hidden_size=48, num_attention_heads=4, num_hidden_layers=4, local_attention=2
+    ),
+    # every bias switched on, other activations, local every other layer, window |i - j| <= 5:
+    # 13 <= 8 * 5 tokens, so the band is a mask on the full scores
+    "h32-heads2-w10-every2-biases": dict(
         hidden_size=32,
         num_attention_heads=2,
         num_hidden_layers=3,
-        local_attention=6,
+        local_attention=10,
         global_attn_every_n_layers=2,
         norm_bias=True,
         attention_bias=True,
@@ -147,7 +150,7 @@ def test_round_trip_state_dict_is_exact(cls_name, config_name):
 
 
 def test_mlm_loss_equals_transformers_and_decoder_is_tied():
-    hf = hf_model("ModernBertForMaskedLM", "h48-heads4-w4-every3")
+    hf = hf_model("ModernBertForMaskedLM", "h48-heads4-w2-every3")
     ours = from_transformers(hf)
     batch = padded_batch()
     labels = torch.full_like(batch["input_ids"], -100)
@@ -193,7 +196,7 @@ def test_rotary_scores_depend_on_relative_position_only():
 
 
 def test_unpadding_changes_no_output_and_no_gradient():
-    config = ModernBertConfig(**{**SMALL, **CONFIGS["h48-heads4-w4-every3"]})
+    config = ModernBertConfig(**{**SMALL, **CONFIGS["h48-heads4-w2-every3"]})
     torch.manual_seed(0)
     model = ModernBertForMaskedLM(config)
     batch = padded_batch()
@@ -262,11 +265,11 @@ def test_published_sizes(preset, cls, expected):
 
 
 def test_config_round_trip_and_errors():
-    config = small_config("h32-heads2-w6-every2-biases", unpad=True)
+    config = small_config("h32-heads2-w10-every2-biases", unpad=True)
     assert config_from_dict(config.to_dict()) == config
     assert [config.is_global(i) for i in range(4)] == [True, False, True, False]
     with pytest.raises(ValueError, match="local_attention=5"):
-        small_config("h48-heads4-w4-every3", local_attention=5)
+        small_config("h48-heads4-w2-every3", local_attention=5)
     with pytest.raises(ValueError, match="must be even"):
         ModernBertConfig(hidden_size=36, num_attention_heads=4)  # head size 9
     with pytest.raises(ValueError, match="hidden_activation"):
@@ -276,11 +279,11 @@ def test_config_round_trip_and_errors():
 
 
 def test_segment_ids_are_refused_and_odd_layer_patterns_do_not_convert():
-    model = ModernBertModel(small_config("h48-heads4-w4-every3"))
+    model = ModernBertModel(small_config("h48-heads4-w2-every3"))
     batch = padded_batch()
     with pytest.raises(ValueError, match="type_vocab_size=0"):
         model(**batch, token_type_ids=torch.ones_like(batch["input_ids"]))
-    hf_config = config_to_hf(small_config("h48-heads4-w4-every3"))
+    hf_config = config_to_hf(small_config("h48-heads4-w2-every3"))
     hf_config.layer_types = ["sliding_attention", "full_attention"] * 2
     with pytest.raises(ValueError, match="global every n-th layer"):
         from_transformers(transformers.ModernBertModel(hf_config))

@@ -16,6 +16,7 @@ from course_lib.config import (
     DebertaConfig,
     DistilBertConfig,
     ElectraConfig,
+    ModernBertConfig,
     RobertaConfig,
 )
 
@@ -229,6 +230,40 @@ def count_electra(config: ElectraConfig, task: str) -> dict[str, int]:
     }
 
 
+def count_modernbert(config: ModernBertConfig, task: str) -> dict[str, int]:
+    """Embeddings V*H (no position or segment tables). Per layer: Wqkv 3H^2 and Wo H^2; GeGLU
+    H*2I + I*H; biases only where the config switches them on. Norms of H (2H with norm_bias):
+    after the embeddings, before attention in layers 1..L-1, before every FFN, and the final
+    one. MLM head: dense H^2, a norm and the decoder bias V (its weight is tied)."""
+    h, n_layers, inter, v = (
+        config.hidden_size,
+        config.num_hidden_layers,
+        config.intermediate_size,
+        config.vocab_size,
+    )
+    norm = h * (2 if config.norm_bias else 1)
+    heads = {
+        "Model": 0,
+        "ForMaskedLM": linear(h, h, config.classifier_bias)
+        + norm
+        + (v if config.decoder_bias else 0),
+    }
+    if task not in heads:
+        raise ValueError(
+            f"ModernBERT has no {task} class in course_lib; count one of "
+            f"{[f'ModernBert{t}' for t in heads]}."
+        )
+    ab, mb = config.attention_bias, config.mlp_bias
+    return {
+        "embeddings": v * h,
+        "attention": n_layers * (linear(h, 3 * h, ab) + linear(h, h, ab)),
+        "feed_forward": n_layers * (linear(h, 2 * inter, mb) + linear(inter, h, mb)),
+        "layer_norm": norm * (1 + (n_layers - 1) + n_layers + 1),
+        "pooler": 0,
+        "heads": heads[task],
+    }
+
+
 # model_type -> counter(config, task); one row per family.
 COUNTERS: dict[str, Callable[[Any, str], dict[str, int]]] = {
     "bert": count_bert,
@@ -237,4 +272,5 @@ COUNTERS: dict[str, Callable[[Any, str], dict[str, int]]] = {
     "deberta": count_deberta,
     "distilbert": count_distilbert,
     "electra": count_electra,
+    "modernbert": count_modernbert,
 }

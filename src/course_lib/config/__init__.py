@@ -14,6 +14,7 @@ from course_lib.config.bert import ACTIVATIONS, BertConfig, is_number, require
 from course_lib.config.deberta import POSITION_TERMS, DebertaConfig
 from course_lib.config.distilbert import DistilBertConfig
 from course_lib.config.electra import ElectraConfig
+from course_lib.config.modernbert import ModernBertConfig
 from course_lib.config.roberta import RobertaConfig
 
 CONFIG_CLASSES: dict[str, type[BertConfig]] = {
@@ -25,6 +26,7 @@ CONFIG_CLASSES: dict[str, type[BertConfig]] = {
         DebertaConfig,
         DistilBertConfig,
         ElectraConfig,
+        ModernBertConfig,
     )
 }
 
@@ -47,6 +49,7 @@ __all__ = [
     "DebertaConfig",
     "DistilBertConfig",
     "ElectraConfig",
+    "ModernBertConfig",
     "RobertaConfig",
     "config_from_dict",
     "is_number",
