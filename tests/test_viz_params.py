@@ -294,3 +294,55 @@ def test_albert_embedding_size_is_a_slider_that_recounts_exactly():
     assert widget.preset_select.value == CUSTOM
     widget.preset_select.value = "albert-large"  # a preset puts E back on the slider
     assert slider.value == 128
+
+
+def test_electra_and_modernbert_count_exactly_in_the_explorer():
+    """Chapter 05's families: every preset and class equals count_parameters, and a small config
+    set through the fields equals the parameters of the model built from it (tied weights once)."""
+    from course_lib.models import MODEL_CLASSES
+
+    widget = parameter_explorer("electra")
+    assert PARAMETER_FAMILIES["electra"].model_classes == (
+        "ElectraModel",
+        "ElectraForPreTraining",
+        "ElectraForMaskedLM",
+    )
+    assert PARAMETER_FAMILIES["modernbert"].model_classes == (
+        "ModernBertModel",
+        "ModernBertForMaskedLM",
+    )
+    small = dict(num_hidden_layers=2, hidden_size=32, num_attention_heads=2, intermediate_size=48)
+    for name in ("electra", "modernbert"):
+        family = PARAMETER_FAMILIES[name]
+        widget.family_select.value = name
+        for preset in family.presets:
+            widget.preset_select.value = preset
+            for model_class in family.model_classes:
+                widget.model_class_select.value = model_class
+                assert widget.status.value == "", (name, preset, model_class, widget.status.value)
+                want = count_parameters(family.config_from_preset(preset), model_class)
+                assert widget.counts == want, (name, preset, model_class)
+        extra = {"vocab_size": 100, "embedding_size": 16} if name == "electra" else {}
+        for field_name, value in {**small, **extra}.items():
+            widget.fields[field_name].value = value
+        assert widget.preset_select.value == CUSTOM and widget.status.value == ""
+        model = MODEL_CLASSES[widget.model_class_select.value](widget.config)
+        assert widget.counts["total"] == sum(p.numel() for p in model.parameters()), name
+
+
+def test_explorer_counts_follow_electra_e_and_modernbert_biases():
+    widget = parameter_explorer("electra", preset="electra-small")
+    slider = widget.fields["embedding_size"]
+    assert type(slider).__name__ == "IntSlider" and slider.value == 128
+    tables = 30522 + 512 + 2  # V + P + T rows, E wide
+    assert widget.counts["embeddings"] == tables * 128 + 128 * 256 + 256  # + E -> H projection
+    slider.value = 256  # E = H: the projection goes
+    assert widget.counts == count_parameters(widget.config, widget.model_class_select.value)
+    assert widget.counts["embeddings"] == tables * 256
+    widget = parameter_explorer(
+        "modernbert", preset="modernbert-base", model_class="ModernBertModel"
+    )
+    assert widget.counts["total"] == 149_014_272  # ModernBERT-base's published size (HF config)
+    assert "local_attention" not in widget.fields and "unpad" not in widget.fields
+    widget.fields["attention_bias"].value = True  # Wqkv (3H) + Wo (H) per layer
+    assert widget.counts["total"] == 149_014_272 + 22 * 4 * 768

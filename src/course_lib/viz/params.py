@@ -24,6 +24,8 @@ from course_lib.config import (
     BertConfig,
     DebertaConfig,
     DistilBertConfig,
+    ElectraConfig,
+    ModernBertConfig,
     RobertaConfig,
 )
 from course_lib.counting import COMPONENTS, count_parameters
@@ -61,6 +63,8 @@ DEBERTA_FIELDS = (
     "norm_rel_ebd",
     "use_emd",
 )
+# ModernBERT's bias switches (all off as released; each adds its biases to the count).
+MODERNBERT_BIASES = ("norm_bias", "attention_bias", "mlp_bias", "decoder_bias", "classifier_bias")
 CUSTOM = "(custom)"
 TASKS = (
     "Model",
@@ -126,6 +130,21 @@ PARAMETER_FAMILIES: dict[str, ParameterFamily] = {
         choices={"norm_rel_ebd": ("layer_norm", "none")},
     ),
     "distilbert": ParameterFamily(DistilBertConfig),
+    # ELECTRA's E: 128 for small, 768 / 1024 (= H, no projection) for base / large.
+    "electra": ParameterFamily(ElectraConfig, sliders={"embedding_size": (16, 1024, 16)}),
+    # Only the fields that change the count (and the heads, which must divide H): the window,
+    # the rotary bases, max positions (no table) and unpadding do not.
+    "modernbert": ParameterFamily(
+        ModernBertConfig,
+        only_fields=(
+            "num_hidden_layers",
+            "hidden_size",
+            "num_attention_heads",
+            "intermediate_size",
+            "vocab_size",
+            *MODERNBERT_BIASES,
+        ),
+    ),
 }
 
 
