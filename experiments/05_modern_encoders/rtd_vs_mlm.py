@@ -177,7 +177,7 @@ def pretrain(arm: str, model, train, tokenizer, steps: int, settings, seed: int)
         seed=seed,
         log_every=max(1, steps // 10),
         precision="fp32",
-        device="cpu",
+        device="auto",  # the engine's choice: a GPU where there is one, else the CPU
         progress=False,
     )
     objective = RTDObjective() if arm == "rtd" else None
@@ -238,7 +238,7 @@ def finetune_one(task, bert: BertConfig, state, seed: int, steps: int, lr: float
         seed=seed,
         log_every=max(1, steps // 5),
         precision="fp32",
-        device="cpu",
+        device="auto",  # the engine's choice: a GPU where there is one, else the CPU
         progress=False,
     )
     return finetune(model, task, config).metrics["eval_accuracy"]
