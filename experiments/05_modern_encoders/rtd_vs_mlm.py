@@ -441,7 +441,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for key in ("rtd_minus_mlm", "rtd_minus_random", "mlm_minus_random"):
             if key in s:
                 print(f"  {key}: {s[key]['verdict']}")
-    print(f"wrote {args.out / NAME}.json in {payload['seconds']:.0f}s")
+    print(f"wrote {NAME}.json in {payload['seconds']:.0f}s")
     return payload
 
 
