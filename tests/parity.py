@@ -1,4 +1,4 @@
-"""Parity checks shared by the family tests (RoBERTa, DistilBERT): a random transformers model
+"""Parity checks shared by the family tests: a random transformers model
 whose biases and LayerNorms are perturbed, and the comparisons of outputs, state dicts and losses.
 
 Imported by module name (`from parity import ...`): pytest puts tests/ on sys.path.
@@ -20,6 +20,20 @@ def perturb_biases_and_norms(model: nn.Module) -> nn.Module:
             if "LayerNorm" in name or "layer_norm" in name or name.endswith("bias"):
                 p.add_(0.1 * torch.randn_like(p))
     return model
+
+
+def padded_batch(vocab: int, seq: int = 13) -> dict[str, Tensor]:
+    """Odd length, three rows of different real lengths (13, 9, 4 tokens), two segments."""
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(5, vocab, (3, seq), generator=g)
+    mask = torch.ones_like(ids)
+    mask[1, 9:] = 0
+    mask[2, 4:] = 0
+    ids[mask == 0] = 0
+    types = torch.zeros_like(ids)
+    types[0, 6:] = 1
+    types[1, 5:9] = 1
+    return dict(input_ids=ids, attention_mask=mask, token_type_ids=types)
 
 
 def max_diff(a: Tensor, b: Tensor) -> float:

@@ -7,6 +7,7 @@ and compared on padded batches with two segments; then converted back, state dic
 import pytest
 import torch
 import transformers
+from parity import max_diff, padded_batch
 
 import course_lib.interop.albert  # noqa: F401  (registers the ALBERT conversions)
 from course_lib.interop.core import from_transformers, to_transformers
@@ -69,24 +70,6 @@ def small_config(**changes):
     return AlbertConfig(**{**sizes, **changes})
 
 
-def padded_batch(seq=13):
-    """Odd length, three rows of different real lengths, two segments."""
-    g = torch.Generator().manual_seed(1)
-    ids = torch.randint(5, VOCAB, (3, seq), generator=g)
-    mask = torch.ones_like(ids)
-    mask[1, 9:] = 0
-    mask[2, 4:] = 0
-    ids[mask == 0] = 0
-    types = torch.zeros_like(ids)
-    types[0, 6:] = 1
-    types[1, 5:9] = 1
-    return dict(input_ids=ids, attention_mask=mask, token_type_ids=types)
-
-
-def max_diff(a, b):
-    return (a - b).abs().max().item()
-
-
 def assert_same_outputs(mine, theirs, cls_name, real):
     """Every output course_lib and transformers both produce, within TOL (padding rows excluded
     from hidden states: what a padded position holds is not defined by either model)."""
@@ -123,7 +106,7 @@ def test_outputs_equal_transformers(cls_name, config_name):
     ours = from_transformers(hf)
     assert type(ours).__name__ == cls_name
     assert ours.num_parameters() == sum(p.numel() for p in hf.parameters())
-    batch = padded_batch()
+    batch = padded_batch(VOCAB)
     with torch.no_grad():
         theirs = hf(**batch, output_attentions=True, output_hidden_states=True)
         mine = ours(**batch, output_attentions=True, output_hidden_states=True)
@@ -151,7 +134,7 @@ def test_course_lib_model_converts_to_transformers():
     ours = AlbertForPreTraining(small_config(num_hidden_groups=2, inner_group_num=2)).eval()
     hf = to_transformers(ours).eval()
     hf.set_attn_implementation("eager")  # so transformers returns attention maps
-    batch = padded_batch()
+    batch = padded_batch(VOCAB)
     with torch.no_grad():
         mine = ours(**batch, output_attentions=True, output_hidden_states=True)
         theirs = hf(**batch, output_attentions=True, output_hidden_states=True)
@@ -161,7 +144,7 @@ def test_course_lib_model_converts_to_transformers():
 def test_pretraining_losses_equal_transformers():
     hf = hf_model("AlbertForPreTraining", CONFIGS["E8-H24-groups2-inner1-relu"])
     ours = from_transformers(hf)
-    batch = padded_batch()
+    batch = padded_batch(VOCAB)
     labels = torch.full_like(batch["input_ids"], -100)
     labels[0, [1, 4, 7]] = batch["input_ids"][0, [1, 4, 7]]
     labels[2, 2] = 17
@@ -186,7 +169,7 @@ def test_both_sop_label_names_is_an_error():
     model = AlbertForPreTraining(small_config())
     sop = torch.tensor([0, 1, 1])
     with pytest.raises(ValueError, match="pass only one"):
-        model(**padded_batch(), sentence_order_label=sop, next_sentence_label=sop)
+        model(**padded_batch(VOCAB), sentence_order_label=sop, next_sentence_label=sop)
 
 
 @pytest.mark.parametrize(
@@ -206,7 +189,7 @@ def test_both_sop_label_names_is_an_error():
 def test_task_losses_equal_transformers(cls_name, kwargs):
     hf = hf_model(cls_name, CONFIGS["E16-H32-groups1-inner1"])
     ours = from_transformers(hf)
-    batch = padded_batch()
+    batch = padded_batch(VOCAB)
     with torch.no_grad():
         assert abs(ours(**batch, **kwargs).loss.item() - hf(**batch, **kwargs).loss.item()) < TOL
 
@@ -309,7 +292,7 @@ def test_shared_gradient_is_the_sum_over_the_layers_that_use_it():
     unshared = AlbertModel(small_config(num_hidden_layers=3, sharing="none")).eval()
     state = shared.state_dict()  # lists layers.0/1/2.* -- three names for the same tensors
     unshared.load_state_dict({k: v.clone() for k, v in state.items()})
-    batch = padded_batch()
+    batch = padded_batch(VOCAB)
     out_s, out_u = shared(**batch).last_hidden_state, unshared(**batch).last_hidden_state
     assert max_diff(out_s, out_u) < 1e-6
     weights = torch.randn_like(out_s)
@@ -328,7 +311,7 @@ def test_not_shared_equals_all_shared_with_one_group_per_layer():
     assert none.num_parameters() == grouped.num_parameters()
     assert none.state_dict().keys() == grouped.state_dict().keys()
     grouped.load_state_dict(none.state_dict())
-    batch = padded_batch()
+    batch = padded_batch(VOCAB)
     with torch.no_grad():
         a, b = none(**batch).mlm_logits, grouped(**batch).mlm_logits
     assert torch.equal(a, b)
@@ -342,7 +325,7 @@ def test_not_shared_equals_all_shared_with_one_group_per_layer():
 @pytest.mark.parametrize("sharing", ["attention", "ffn"])
 def test_partial_sharing_has_no_transformers_equivalent(sharing):
     model = AlbertModel(small_config(sharing=sharing))
-    out = model(**padded_batch())
+    out = model(**padded_batch(VOCAB))
     assert out.last_hidden_state.shape == (3, 13, 24)
     with pytest.raises(ValueError, match=f"sharing='{sharing}' has no transformers equivalent"):
         to_transformers(model)
@@ -369,7 +352,7 @@ def test_factorized_embedding_and_tied_decoder():
     assert emb.word_embeddings.weight.shape == (VOCAB, 8)  # V x E
     assert emb.projection.weight.shape == (24, 8)  # E -> H
     assert model.mlm_head.decoder.weight is emb.word_embeddings.weight
-    out = model(**padded_batch(), output_hidden_states=True)
+    out = model(**padded_batch(VOCAB), output_hidden_states=True)
     assert out.hidden_states[0].shape == (3, 13, 24)  # projected before the first layer
     assert out.mlm_logits.shape == (3, 13, VOCAB)
 
@@ -386,7 +369,7 @@ def test_checkpoint_round_trip_with_shared_weights(tmp_path):
     load_checkpoint(tmp_path / "ckpt", fresh, restore_rng=False)
     enc = fresh.backbone.encoder
     assert enc.layer_at(2) is enc.layer_at(0)  # loading kept the sharing
-    batch = padded_batch()
+    batch = padded_batch(VOCAB)
     with torch.no_grad():
         assert torch.equal(model(**batch).mlm_logits, fresh(**batch).mlm_logits)
 

@@ -9,6 +9,7 @@ import zlib
 import pytest
 import torch
 import transformers
+from parity import max_diff, padded_batch
 
 from course_lib import from_transformers, to_transformers
 
@@ -49,31 +50,13 @@ def hf_model(cls_name: str, dims, vocab=211, max_pos=40, num_labels=3):
     return getattr(transformers, cls_name)(config).eval()
 
 
-def padded_batch(vocab=211, seq=13):
-    """Odd length, three rows of different real lengths, two segments."""
-    g = torch.Generator().manual_seed(1)
-    ids = torch.randint(5, vocab, (3, seq), generator=g)
-    mask = torch.ones_like(ids)
-    mask[1, 9:] = 0
-    mask[2, 4:] = 0
-    ids[mask == 0] = 0
-    types = torch.zeros_like(ids)
-    types[0, 6:] = 1
-    types[1, 5:9] = 1
-    return dict(input_ids=ids, attention_mask=mask, token_type_ids=types)
-
-
-def max_diff(a, b):
-    return (a - b).abs().max().item()
-
-
 @pytest.mark.parametrize("config_name", CONFIGS)
 @pytest.mark.parametrize("cls_name", CLASSES)
 def test_outputs_equal_transformers(cls_name, config_name):
     hf = hf_model(cls_name, CONFIGS[config_name])
     ours = from_transformers(hf)
     assert type(ours).__name__ == cls_name
-    batch = padded_batch()
+    batch = padded_batch(211)
     with torch.no_grad():
         theirs = hf(**batch, output_attentions=True, output_hidden_states=True)
         mine = ours(**batch, output_attentions=True, output_hidden_states=True)
@@ -115,7 +98,7 @@ def test_round_trip_state_dict_is_exact(cls_name):
 def test_losses_equal_transformers():
     hf = hf_model("BertForPreTraining", CONFIGS["h48-heads4"])
     ours = from_transformers(hf)
-    batch = padded_batch()
+    batch = padded_batch(211)
     labels = torch.full_like(batch["input_ids"], -100)
     labels[0, [1, 4, 7]] = batch["input_ids"][0, [1, 4, 7]]
     labels[2, 2] = 17
@@ -148,7 +131,7 @@ def test_losses_equal_transformers():
 def test_task_losses_equal_transformers(cls_name, kwargs):
     hf = hf_model(cls_name, CONFIGS["h64-heads4-relu"])
     ours = from_transformers(hf)
-    batch = padded_batch()
+    batch = padded_batch(211)
     with torch.no_grad():
         assert abs(ours(**batch, **kwargs).loss.item() - hf(**batch, **kwargs).loss.item()) < TOL
 
@@ -175,7 +158,7 @@ def test_checkpoint_directory_gives_same_fill_mask(tmp_path):
     hf.save_pretrained(tmp_path)
     reloaded = transformers.BertForMaskedLM.from_pretrained(tmp_path).eval()
     ours = from_transformers(reloaded)
-    batch = padded_batch()
+    batch = padded_batch(211)
     with torch.no_grad():
         top_theirs = reloaded(**batch).logits.topk(5, dim=-1).indices
         top_ours = ours(**batch).mlm_logits.topk(5, dim=-1).indices

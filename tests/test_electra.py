@@ -8,6 +8,7 @@ dicts equal. Counts: the formulas equal the built models, and the published size
 import pytest
 import torch
 import transformers
+from parity import max_diff, padded_batch
 
 from course_lib.config.electra import ElectraConfig, generator_config
 from course_lib.counting import COMPONENTS, count_parameters
@@ -47,24 +48,6 @@ def hf_model(cls_name, dims, seed=0, **extra):
     return getattr(transformers, cls_name)(hf_config(dims, **extra)).eval()
 
 
-def padded_batch(seq=13):
-    """Odd length, three rows of different real lengths, two segments."""
-    g = torch.Generator().manual_seed(1)
-    ids = torch.randint(5, VOCAB, (3, seq), generator=g)
-    mask = torch.ones_like(ids)
-    mask[1, 9:] = 0
-    mask[2, 4:] = 0
-    ids[mask == 0] = 0
-    types = torch.zeros_like(ids)
-    types[0, 6:] = 1
-    types[1, 5:9] = 1
-    return dict(input_ids=ids, attention_mask=mask, token_type_ids=types)
-
-
-def max_diff(a, b):
-    return (a - b).abs().max().item()
-
-
 def compare_outputs(mine, theirs, cls_name, real) -> float:
     """Assert every output both produce is within TOL (padding rows of hidden states excluded:
     neither model defines them); return the largest difference of the model's main output."""
@@ -95,7 +78,7 @@ def test_outputs_equal_transformers(cls_name, config_name):
     ours = from_transformers(hf)
     assert type(ours).__name__ == cls_name
     assert ours.num_parameters() == sum(p.numel() for p in hf.parameters())
-    batch = padded_batch()
+    batch = padded_batch(VOCAB)
     with torch.no_grad():
         theirs = hf(**batch, output_attentions=True, output_hidden_states=True)
         mine = ours(**batch, output_attentions=True, output_hidden_states=True)
@@ -132,7 +115,7 @@ def test_course_lib_model_converts_to_transformers(cls_name):
     ours = ELECTRA_CLASSES[cls_name](config).eval()
     hf = to_transformers(ours).eval()
     hf.set_attn_implementation("eager")
-    batch = padded_batch()
+    batch = padded_batch(VOCAB)
     with torch.no_grad():
         mine = ours(**batch, output_attentions=True, output_hidden_states=True)
         theirs = hf(**batch, output_attentions=True, output_hidden_states=True)
@@ -152,7 +135,7 @@ def test_generator_is_tied_and_uses_gelu_whatever_hidden_act():
 
 def test_losses_equal_transformers():
     dims = CONFIGS["E16-H32-heads4"]
-    batch = padded_batch()
+    batch = padded_batch(VOCAB)
     disc_hf = hf_model("ElectraForPreTraining", dims)
     disc = from_transformers(disc_hf)
     replaced = torch.zeros_like(batch["input_ids"])
@@ -181,7 +164,7 @@ def test_losses_equal_transformers():
 
 def test_discriminator_labels_shape_is_checked():
     model = ElectraForPreTraining(ElectraConfig(vocab_size=VOCAB, num_hidden_layers=1))
-    batch = padded_batch()
+    batch = padded_batch(VOCAB)
     with pytest.raises(ValueError, match="one 0/1 label per token"):
         model(**batch, labels=torch.zeros(3, 12))
 
