@@ -1,0 +1,51 @@
+"""Mechanism labs: for each design choice a chapter teaches, a small task constructed so that the
+mechanism is necessary (or useless) by design, where its effect is large, fast and unmistakable.
+
+    from course_lib.labs import run_lab, describe
+    result = run_lab("c2p_needed", seeds=2, preset="live")
+    print(describe(result))
+
+`experiments/labs/run.py` runs a lab for N seeds and writes experiments/labs/results/<lab>.json;
+each chapter's labs notebook runs a reduced version live and reads the committed results.
+"""
+
+from course_lib.labs import albert, bert, deberta, distil, roberta  # noqa: F401  (registers)
+from course_lib.labs.core import (
+    CHAPTERS,
+    LABS,
+    PRESETS,
+    Lab,
+    choose,
+    describe,
+    fit,
+    get_lab,
+    labs_of,
+    load_result,
+    plot_lab,
+    register,
+    run_lab,
+    save_result,
+    seed_everything,
+    summarize,
+    tiny_config,
+)
+
+__all__ = [
+    "CHAPTERS",
+    "LABS",
+    "PRESETS",
+    "Lab",
+    "choose",
+    "describe",
+    "fit",
+    "get_lab",
+    "labs_of",
+    "load_result",
+    "plot_lab",
+    "register",
+    "run_lab",
+    "save_result",
+    "seed_everything",
+    "summarize",
+    "tiny_config",
+]

@@ -1,0 +1,1 @@
+"""Mechanism labs of the deberta chapter (filled in by this chapter's labs)."""
