@@ -9,7 +9,15 @@ mechanism is necessary (or useless) by design, where its effect is large, fast a
 each chapter's labs notebook runs a reduced version live and reads the committed results.
 """
 
-from course_lib.labs import albert, bert, deberta, distil, roberta  # noqa: F401  (registers)
+from course_lib.labs import (  # noqa: F401  (importing a chapter module registers its labs)
+    albert,
+    albert_sharing,
+    bert,
+    deberta,
+    deberta_positions,
+    distil,
+    roberta,
+)
 from course_lib.labs.core import (
     CHAPTERS,
     LABS,

@@ -1,0 +1,1 @@
+"""Mechanism labs (filled in by this chapter's labs)."""
