@@ -21,6 +21,7 @@ The task model, the MLM loss (gathered at masked positions) and the tied decoder
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -29,6 +30,7 @@ from torch import Tensor, nn
 from course_lib.config.modernbert import ModernBertConfig
 from course_lib.models.bert import BertForMaskedLM, BertModel
 from course_lib.modules.attention import additive_mask, scaled_dot_product_attention
+from course_lib.modules.encoder import Encoder
 from course_lib.modules.feed_forward import get_activation
 from course_lib.modules.local_attention import sliding_window_attention, sliding_window_mask
 from course_lib.modules.rotary import RotaryEmbedding, apply_rotary
@@ -166,11 +168,13 @@ class ModernBertLayer(nn.Module):
     def forward(
         self,
         x: Tensor,
-        positions: Tensor,
         keep: Tensor | None = None,
-        packing: Packing | None = None,
         output_attentions: bool = False,
+        positions: Tensor | None = None,
+        packing: Packing | None = None,
     ) -> tuple[Tensor, Tensor | None]:
+        """x (B, T, C), or (N, C) packed; keep (B, T) or None. The encoder's loop calls it with
+        BERT's layer signature and passes `positions` and `packing` by name."""
         attn, probs = self.attention(
             self.attention_norm(x), positions, keep, packing, output_attentions
         )
@@ -178,56 +182,40 @@ class ModernBertLayer(nn.Module):
         return x + self.feed_forward(self.output_norm(x)), probs
 
 
-class ModernBertEncoder(nn.Module):
-    """The stack and its final norm; with `config.unpad`, the real tokens are packed first."""
+class ModernBertEncoder(Encoder):
+    """BERT's stack and loop with ModernBERT's layers (each knows its index: global or local
+    attention), an always-present final norm (reported as the last hidden state, as in
+    transformers) and, with `config.unpad`, the real tokens packed before the first layer."""
+
+    final_norm_in_hidden_states = True
 
     def __init__(self, config: ModernBertConfig) -> None:
-        super().__init__()
+        super().__init__(config)
         self.config = config  # read at every forward, so `model.config.unpad = True` applies
-        self.layers = nn.ModuleList(
-            ModernBertLayer(config, i) for i in range(config.num_hidden_layers)
-        )
-        self.final_norm = _norm(config)
 
-    def forward(
-        self,
-        x: Tensor,
-        mask: Tensor | None = None,
-        output_attentions: bool = False,
-        output_hidden_states: bool = False,
-    ) -> tuple[Tensor, tuple[Tensor, ...] | None, tuple[Tensor, ...] | None]:
-        """x (B, T, C); mask: BertModel's keep-mask (B, 1, 1, T). As in transformers, the last
-        hidden state collected is the output after the final norm."""
+    def build_layers(self, config: ModernBertConfig) -> list[nn.Module]:
+        return [ModernBertLayer(config, i) for i in range(config.num_hidden_layers)]
+
+    def build_final_norm(self, config: ModernBertConfig) -> nn.Module:
+        return _norm(config)
+
+    def layer_inputs(
+        self, x: Tensor, mask: Tensor | None
+    ) -> tuple[Tensor, Tensor | None, dict[str, Any]]:
+        """mask: BertModel's keep-mask (B, 1, 1, T) -> the layers' (B, T) keep, rotary positions
+        (T,) and no packing; with unpadding, x becomes (N, C) and positions come per token."""
         b, t, _ = x.shape
         keep = None if mask is None else mask[:, 0, 0, :]  # (B, T)
-        packing = None
-        if self.config.unpad:
-            if keep is None:
-                keep = torch.ones(b, t, dtype=torch.bool, device=x.device)
-            x, packing = pack(x, keep)  # (N, C): only the real tokens
-            positions, keep = packing.positions, None
-        else:
-            positions = torch.arange(t, device=x.device)
+        if not self.config.unpad:
+            return x, keep, {"positions": torch.arange(t, device=x.device), "packing": None}
+        if keep is None:
+            keep = torch.ones(b, t, dtype=torch.bool, device=x.device)
+        x, packing = pack(x, keep)  # (N, C): only the real tokens
+        return x, None, {"positions": packing.positions, "packing": packing}
 
-        def padded(h: Tensor) -> Tensor:
-            return h if packing is None else packing.unpack(h)
-
-        hidden_states = [padded(x)] if output_hidden_states else None
-        attentions = [] if output_attentions else None
-        for layer in self.layers:
-            x, probs = layer(x, positions, keep, packing, output_attentions)
-            if hidden_states is not None:
-                hidden_states.append(padded(x))
-            if attentions is not None:
-                attentions.append(probs)
-        x = padded(self.final_norm(x))
-        if hidden_states is not None:
-            hidden_states[-1] = x
-        return (
-            x,
-            tuple(hidden_states) if hidden_states is not None else None,
-            tuple(attentions) if attentions is not None else None,
-        )
+    def layer_outputs(self, x: Tensor, layer_kwargs: dict[str, Any]) -> Tensor:
+        packing = layer_kwargs["packing"]
+        return x if packing is None else packing.unpack(x)  # (N, C) -> (B, T, C)
 
 
 class ModernBertPredictionHead(nn.Module):

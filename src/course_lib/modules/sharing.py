@@ -52,9 +52,8 @@ class SharedEncoder(Encoder):
     """BERT's encoder with shared weights. `layers` lists every layer the forward pass applies,
     but shared sublayers are the *same objects*, so BERT's forward loop runs unchanged."""
 
-    def __init__(self, config: AlbertConfig) -> None:
-        # Not Encoder.__init__: it would allocate num_hidden_layers unshared layers.
-        nn.Module.__init__(self)
+    def build_layers(self, config: AlbertConfig) -> list[nn.Module]:
+        """One entry per applied layer; a shared sublayer is the same object in several."""
         layers: list[EncoderLayer] = []
         plan = sharing_plan(
             config.num_hidden_layers,
@@ -74,12 +73,7 @@ class SharedEncoder(Encoder):
                 layer.feed_forward = layers[i_ffn].feed_forward
                 layer.output_norm = layers[i_ffn].output_norm
             layers.append(layer)
-        self.layers = nn.ModuleList(layers)
-        self.final_norm = (
-            nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-            if config.pre_layer_norm
-            else None
-        )
+        return layers
 
     def layer_at(self, i: int) -> EncoderLayer:
         """The layer applied at depth i (0-based); shared layers are the identical object."""
