@@ -7,6 +7,7 @@ offline HTML exports; COURSE_LIB_STATIC_VIZ=1 makes the attention explorer skip 
 """
 
 from course_lib.viz._figure import CourseFigure, figure_to_png
+from course_lib.viz.architecture import architecture_figure, input_representation_figure
 from course_lib.viz.attention import (
     AttentionExplorer,
     ModelAttention,
@@ -43,6 +44,7 @@ __all__ = [
     "ParameterExplorer",
     "ParameterFamily",
     "as_attention_maps",
+    "architecture_figure",
     "attention_grid",
     "attention_heatmap",
     "bertviz_head_view",
@@ -53,6 +55,7 @@ __all__ = [
     "figure_to_png",
     "format_head_summaries",
     "head_summaries",
+    "input_representation_figure",
     "metric_series",
     "parameter_explorer",
     "plot_head_summaries",
