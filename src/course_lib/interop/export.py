@@ -129,7 +129,8 @@ def _check_sentence(tokenizer: Any) -> dict[str, list[int]]:
     return tokenizer.encode(text)
 
 
-def _logits(output: Any) -> torch.Tensor:
+def main_logits(output: Any) -> torch.Tensor:
+    """A model output's main tensor: MLM or task logits, else the last hidden state."""
     for name in ("mlm_logits", "logits", "prediction_logits", "last_hidden_state"):
         value = getattr(output, name, None)
         if value is not None:
@@ -146,10 +147,10 @@ def max_difference(ours: nn.Module, theirs: nn.Module, encoded: dict[str, list[i
     ours.eval(), theirs.eval()
     inputs = {k: torch.tensor([encoded[k]]) for k in ("input_ids", "attention_mask")}
     types = torch.tensor([encoded["token_type_ids"]])
-    a = _logits(ours(**inputs, token_type_ids=types)).float()
+    a = main_logits(ours(**inputs, token_type_ids=types)).float()
     # transformers' DistilBERT takes no segments; models with one segment type default to zeros
     hf_types = {"token_type_ids": types} if getattr(theirs.config, "type_vocab_size", 0) > 1 else {}
-    b = _logits(theirs(**inputs, **hf_types)).float()
+    b = main_logits(theirs(**inputs, **hf_types)).float()
     ours.train(was[0]), theirs.train(was[1])
     return float((a - b).abs().max())
 
