@@ -107,3 +107,13 @@ def test_show_real_model_prints_predictions_and_draws_three_layers(tmp_path, tex
     assert out[0].endswith(f"within {real.max_diff:.1e}") and len(out) == 5
     assert out[2].count(",") == 4  # five candidates
     assert len(fig.axes) == 4  # layers {0, 1, 1} = 2 layers x 2 heads
+
+
+def test_a_missing_package_is_one_line_that_names_it(monkeypatch, capsys):
+    def needs_sentencepiece(*args, **kwargs):
+        raise ImportError("DebertaV2Tokenizer requires SentencePiece", name="sentencepiece")
+
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", needs_sentencepiece)
+    assert load_real_model("deberta") is None
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and "pip install sentencepiece" in out

@@ -83,6 +83,12 @@ def load_real_model(
         hf_model = _loader(class_name).from_pretrained(
             source, local_files_only=not download, dtype=torch.float32
         )
+    except ImportError as error:  # e.g. DeBERTaV3's tokenizer needs sentencepiece
+        print(
+            f"skipped: loading {source} needs the {error.name or 'missing'} package; "
+            f"pip install {error.name or '<it>'} and run this cell again."
+        )
+        return None
     except (OSError, ValueError):  # not cached / no such folder / not a model folder
         path = Path(source).expanduser()
         if path.is_dir():
