@@ -17,7 +17,9 @@ from course_lib.exercises.bert import (
     check_attention,
     check_embedding_sum,
     check_masking,
+    check_packed_attention_mask,
     check_parameter_formula,
+    check_whole_word_mask,
 )
 from course_lib.exercises.core import run_learner_code
 
@@ -319,8 +321,8 @@ GARBAGE = {
 }
 
 
-def test_all_twenty_checkers_are_covered():
-    assert len(ALL_CHECKERS) == 20
+def test_all_checkers_are_covered():  # update the count when a chapter adds a checker
+    assert len(ALL_CHECKERS) == 22
 
 
 @pytest.mark.usefixtures("one_thread")
@@ -334,3 +336,121 @@ def test_any_answer_gets_an_exercise_error_not_a_crash(checker):
         except Exception as err:  # noqa: BLE001  (the point of the test)
             pytest.fail(f"{checker.__name__} crashed on an answer returning {what}: {err!r}")
         pytest.fail(f"{checker.__name__} accepted an answer returning {what}")
+
+
+# ----- exercise 5: whole-word masking -----------------------------------------------------------
+
+
+def _words(word_ids):
+    runs = []
+    for i, w in enumerate(word_ids):
+        if w is None:
+            continue
+        if i and word_ids[i - 1] == w:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    return runs
+
+
+def good_wwm(word_ids, probability, generator):
+    chosen = torch.zeros(len(word_ids), dtype=torch.bool)
+    words = _words(word_ids)
+    for word, pick in zip(words, torch.rand(len(words), generator=generator) < probability):
+        chosen[word] = bool(pick)
+    return chosen
+
+
+def wwm_per_token(word_ids, probability, generator):
+    special = torch.tensor([w is None for w in word_ids])
+    return (torch.rand(len(word_ids), generator=generator) < probability) & ~special
+
+
+def wwm_token_then_extend(word_ids, probability, generator):
+    hit = wwm_per_token(word_ids, probability, generator)
+    chosen = torch.zeros(len(word_ids), dtype=torch.bool)
+    for word in _words(word_ids):
+        chosen[word] = bool(hit[word].any())
+    return chosen
+
+
+def wwm_by_id(word_ids, probability, generator):
+    ids = sorted({w for w in word_ids if w is not None})
+    picked = {w for w, r in zip(ids, torch.rand(len(ids), generator=generator)) if r < probability}
+    return torch.tensor([w is not None and w in picked for w in word_ids])
+
+
+def wwm_with_specials(word_ids, probability, generator):
+    chosen = good_wwm(word_ids, probability, generator)
+    chosen[0] = bool(torch.rand(1, generator=generator) < 0.5)
+    return chosen
+
+
+def wwm_global_rng(word_ids, probability, generator):
+    return good_wwm(word_ids, probability, torch.Generator().manual_seed(int(torch.randint(9, ()))))
+
+
+def test_whole_word_mask_checker_accepts_a_solution(capsys):
+    check_whole_word_mask(good_wwm)
+    assert "every word is masked whole" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        (stub, "not implemented yet"),
+        (wwm_per_token, "a word is split"),
+        (wwm_token_then_extend, "long words are selected more often"),
+        (wwm_by_id, "word ids restart at 0 in sentence B"),
+        (wwm_with_specials, "special token"),
+        (wwm_global_rng, "same seeded generator gave different masks"),
+        (lambda w, p, g: good_wwm(w, 0.5, g), "expected 15%"),
+        (lambda w, p, g: [False] * len(w), "return a bool tensor"),
+    ],
+)
+def test_whole_word_mask_checker_names_the_mistake(wrong, message):
+    with pytest.raises(ExerciseError, match=message):
+        check_whole_word_mask(wrong)
+
+
+# ----- exercise 6: packed attention mask --------------------------------------------------------
+
+
+def good_packed(doc_ids):
+    real = doc_ids >= 0
+    keep = (doc_ids[:, :, None] == doc_ids[:, None, :]) & real[:, None, :]
+    keep |= torch.eye(doc_ids.shape[1], dtype=torch.bool) & ~real[:, :, None]
+    return keep[:, None]
+
+
+def test_packed_mask_checker_accepts_a_solution(capsys):
+    check_packed_attention_mask(good_packed)
+    assert "exactly its own attention" in capsys.readouterr().out
+    # padding may attend to all padding instead of itself: any finite choice is right
+    check_packed_attention_mask(lambda d: (d[:, :, None] == d[:, None, :])[:, None])
+
+
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        (stub, "not implemented yet"),
+        (lambda d: (d >= 0)[:, None, None, :].expand(-1, 1, d.shape[1], -1), "must not see each"),
+        (
+            lambda d: ((d[:, :, None] == d[:, None, :]) | (d < 0)[:, None, :])[:, None],
+            "attend to padding keys",
+        ),
+        (
+            lambda d: ((d[:, :, None] == d[:, None, :]) & (d >= 0)[:, None, :])[:, None],
+            "attend to nothing",
+        ),
+        (lambda d: good_packed(d)[:, 0], "add the head axis"),
+        (lambda d: good_packed(d).float(), "bool keep-mask"),
+        (
+            lambda d: good_packed(d) & ~torch.eye(d.shape[1], dtype=torch.bool),
+            "themselves included",
+        ),
+    ],
+)
+def test_packed_mask_checker_names_the_mistake(wrong, message):
+    with pytest.raises(ExerciseError, match=message):
+        check_packed_attention_mask(wrong)

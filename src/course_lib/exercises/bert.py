@@ -402,3 +402,212 @@ def check_parameter_formula(bert_parameters: Callable) -> None:
             else ". Compare term by term with count_parameters(config)."
         )
     )
+
+
+# ----- exercise 5: whole-word masking -----------------------------------------------------------
+
+
+def _word_id_rows(n_rows: int, generator: torch.Generator) -> list[list[int | None]]:
+    """Rows laid out as a tokenizer's word_ids() for a pair: None for [CLS]/[SEP], words of 1-3
+    pieces, and word ids that restart at 0 in sentence B (as transformers' tokenizers do)."""
+    rows = []
+    for _ in range(n_rows):
+        row: list[int | None] = [None]
+        for _sentence in range(2):
+            for word in range(int(torch.randint(4, 12, (1,), generator=generator))):
+                row += [word] * int(torch.randint(1, 4, (1,), generator=generator))
+            row.append(None)
+        rows.append(row)
+    return rows
+
+
+def _runs(word_ids: list[int | None]) -> list[list[int]]:
+    """Token positions of each word: maximal runs of equal, non-None word ids."""
+    runs: list[list[int]] = []
+    for i, w in enumerate(word_ids):
+        if w is None:
+            continue
+        if i and word_ids[i - 1] == w and runs and runs[-1][-1] == i - 1:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    return runs
+
+
+def _call_wwm(whole_word_mask: Callable, word_ids: list[int | None], seed: int) -> Tensor:
+    got = run_learner_code(
+        whole_word_mask, list(word_ids), 0.15, torch.Generator().manual_seed(seed)
+    )
+    expect(
+        isinstance(got, Tensor) and got.dtype == torch.bool and got.shape == (len(word_ids),),
+        f"return a bool tensor with one entry per token, shape ({len(word_ids)},); got "
+        f"{type(got).__name__}"
+        + (f" {got.dtype} {tuple(got.shape)}" if isinstance(got, Tensor) else "")
+        + ".",
+    )
+    return got
+
+
+def _shared_id_words(word_ids: list[int | None]) -> list[tuple[list[int], list[int]]]:
+    """(positions in sentence A, positions in sentence B) of each word id used in both."""
+    b_start = word_ids.index(None, 1) + 1
+    pairs = []
+    for w in sorted({x for x in word_ids[:b_start] if x is not None}):
+        a = [i for i in range(b_start) if word_ids[i] == w]
+        b = [i for i in range(b_start, len(word_ids)) if word_ids[i] == w]
+        if b:
+            pairs.append((a, b))
+    return pairs
+
+
+def check_whole_word_mask(whole_word_mask: Callable, n_rows: int = 1500) -> None:
+    """`whole_word_mask(word_ids, probability, generator)` -> bool (T,): each word (a run of
+    tokens with the same word id) is selected with `probability`, all its pieces together;
+    special tokens (word id None) never."""
+    rows = _word_id_rows(n_rows, torch.Generator().manual_seed(5))
+    by_length = {1: [0, 0], 2: [0, 0], 3: [0, 0]}  # pieces -> [selected, words]
+    together = total_pairs = 0  # A/B words sharing an id: how often selected alike
+    for r, word_ids in enumerate(rows):
+        chosen = _call_wwm(whole_word_mask, word_ids, seed=r)
+        specials = [i for i, w in enumerate(word_ids) if w is None]
+        expect(
+            not chosen[specials].any(),
+            "a special token (word id None) was selected: [CLS], [SEP] and padding are never "
+            "masked.",
+        )
+        for run in _runs(word_ids):
+            picked = chosen[run]
+            if picked.any() and not picked.all():
+                raise ExerciseError(
+                    f"a word is split: of its pieces at positions {run}, only "
+                    f"{[i for i, p in zip(run, picked.tolist()) if p]} are selected. Whole-word "
+                    "masking selects all pieces of a word or none."
+                )
+            by_length[len(run)][0] += int(picked.all())
+            by_length[len(run)][1] += 1
+        for a, b in _shared_id_words(word_ids):
+            together += int(bool(chosen[a[0]]) == bool(chosen[b[0]]))
+            total_pairs += 1
+    expect(
+        together < total_pairs,
+        "word w of sentence A and word w of sentence B are always selected together: word ids "
+        "restart at 0 in sentence B, so group CONSECUTIVE tokens with the same id, not all "
+        "tokens with the same id.",
+    )
+    rates = {n: hits / max(words, 1) for n, (hits, words) in by_length.items()}
+    if rates[3] > rates[1] + 0.08:
+        raise ExerciseError(
+            f"long words are selected more often: {rates[1]:.0%} of 1-piece words but "
+            f"{rates[3]:.0%} of 3-piece words. Draw once per WORD (not per token, then extend "
+            "to the word), so every word has the same 15% chance."
+        )
+    overall = sum(h for h, _ in by_length.values()) / sum(w for _, w in by_length.values())
+    expect(
+        abs(overall - 0.15) < 0.02,
+        f"{overall:.1%} of words are selected; expected 15% (probability is the second argument).",
+    )
+    first = _call_wwm(whole_word_mask, rows[0], seed=99)
+    again = _call_wwm(whole_word_mask, rows[0], seed=99)
+    expect(
+        torch.equal(first, again),
+        "two calls with the same seeded generator gave different masks: draw every random "
+        "number from `generator` (e.g. torch.rand(n, generator=generator)).",
+    )
+    passed(
+        f"every word is masked whole, {overall:.1%} of words selected (1-piece {rates[1]:.0%}, "
+        f"3-piece {rates[3]:.0%}), specials never, and sentence B's words are their own."
+    )
+
+
+# ----- exercise 6: an attention mask for packed documents ---------------------------------------
+
+
+def _packed_doc_ids() -> Tensor:
+    """(3, 12) document ids of packed rows: several documents per row, -1 = padding."""
+    return torch.tensor(
+        [
+            [0, 0, 0, 0, 1, 1, 1, 2, 2, 2, 2, 2],
+            [0, 0, 0, 0, 0, 1, 1, 1, -1, -1, -1, -1],
+            [0, 0, 0, 0, 0, 0, 0, 0, 0, -1, -1, -1],
+        ]
+    )
+
+
+def _reference_packed_mask(doc_ids: Tensor) -> Tensor:
+    same = doc_ids[:, :, None] == doc_ids[:, None, :]  # (B, T, T): same document (or both pad)
+    real = doc_ids >= 0
+    keep = same & real[:, None, :]  # real keys of the query's own document
+    keep |= torch.eye(doc_ids.shape[1], dtype=torch.bool)[None] & ~real[:, :, None]
+    return keep[:, None]  # (B, 1, T, T)
+
+
+def check_packed_attention_mask(packed_attention_mask: Callable) -> None:
+    """`packed_attention_mask(doc_ids)` -> bool keep-mask (B, 1, T, T) for rows that pack several
+    documents (doc_ids (B, T), -1 = padding): a real token attends to the real tokens of its own
+    document only, and a padding query attends to itself (any finite choice; its output is
+    ignored, but a row with nothing to attend to makes the softmax NaN)."""
+    doc_ids = _packed_doc_ids()
+    b, t = doc_ids.shape
+    got = run_learner_code(packed_attention_mask, doc_ids.clone())
+    expect(isinstance(got, Tensor), f"return a tensor, got {type(got).__name__}.")
+    if got.shape == (b, t, t):
+        raise ExerciseError(
+            f"shape {tuple(got.shape)}: add the head axis, (B, 1, T, T), so the mask broadcasts "
+            "over every head."
+        )
+    expect(got.shape == (b, 1, t, t), f"expected shape {(b, 1, t, t)}, got {tuple(got.shape)}.")
+    expect(
+        got.dtype == torch.bool, f"return a bool keep-mask (True = may attend), got {got.dtype}."
+    )
+    keep, real = got[:, 0], doc_ids >= 0
+    cross = (
+        keep & (doc_ids[:, :, None] != doc_ids[:, None, :]) & real[:, :, None] & real[:, None, :]
+    )
+    if cross.any():
+        row, i, j = (int(x) for x in cross.nonzero()[0])
+        raise ExerciseError(
+            f"row {row}: token {i} (document {int(doc_ids[row, i])}) may attend to token {j} "
+            f"(document {int(doc_ids[row, j])}). Packed documents must not see each other."
+        )
+    to_pad = keep & real[:, :, None] & ~real[:, None, :]
+    expect(
+        not to_pad.any(),
+        "real tokens may attend to padding keys: the keys at doc id -1 must be masked out.",
+    )
+    missing = ~keep & _reference_packed_mask(doc_ids)[:, 0] & real[:, :, None]
+    expect(
+        not missing.any(),
+        "some tokens may not attend to tokens of their own document (themselves included): "
+        "keep every (query, key) pair of the same document.",
+    )
+    empty = ~keep.any(-1)  # (B, T): query rows with no key at all
+    if empty.any():
+        row, i = (int(x) for x in empty.nonzero()[0])
+        raise ExerciseError(
+            f"row {row}: the padding query at position {i} may attend to nothing, so its softmax "
+            "is 0/0 = NaN, and NaN spreads through the next layer. Let a padding query attend "
+            "to itself (its output is ignored anyway)."
+        )
+    # The proof: with this mask, a packed row computes exactly what each document alone computes.
+    from course_lib.modules.attention import MultiHeadSelfAttention
+
+    torch.manual_seed(0)
+    config = BertConfig(hidden_size=16, num_attention_heads=2, attention_probs_dropout_prob=0.0)
+    attention = MultiHeadSelfAttention(config).eval()
+    x = torch.randn(b, t, 16)
+    with torch.no_grad():
+        packed, _ = attention(x, got)
+        worst = 0.0
+        for r in range(b):
+            for doc in doc_ids[r].unique().tolist():
+                if doc < 0:
+                    continue
+                cols = (doc_ids[r] == doc).nonzero().flatten()
+                alone, _ = attention(x[r : r + 1, cols])
+                worst = max(worst, float((alone[0] - packed[r, cols]).abs().max()))
+    expect(not bool(packed.isnan().any()), "the attention output contains NaN.")
+    expect(worst < 1e-5, f"packed and alone differ by {worst:.1e}; expected < 1e-5.")
+    passed(
+        f"each document in a packed row gets exactly its own attention (max |packed - alone| = "
+        f"{worst:.1e}), padding stays finite."
+    )
