@@ -1,12 +1,16 @@
 """Chapter 02 checkers: the right answer passes; the stub and typical mistakes are rejected with
 a message that names the mistake."""
 
+from collections import Counter
+
 import pytest
 import torch
 
 from course_lib.data import make_format_examples, tokenize_documents
 from course_lib.exercises.core import ExerciseError
 from course_lib.exercises.roberta import (
+    check_bpe_merge,
+    check_byte_level,
     check_dynamic_collator,
     check_full_sentences,
     check_gradient_accumulation,
@@ -15,6 +19,12 @@ from course_lib.exercises.roberta import (
 )
 from course_lib.objectives.masking import MaskingConfig, build_special_tokens_mask, mask_tokens
 from course_lib.tokenization import train_tokenizer
+from course_lib.tokenization.byte_level import (
+    bpe_merge_step,
+    bytes_to_unicode,
+    merge_word,
+    pair_counts,
+)
 
 # Tiny models: one torch thread is several times faster than two competing ones.
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -276,3 +286,123 @@ def test_gradient_accumulation_accepts_token_weighting(capsys):
 def test_gradient_accumulation_rejects_typical_mistakes(wrong, message):
     with pytest.raises(ExerciseError, match=message):
         check_gradient_accumulation(wrong)
+
+
+# ----- exercise 5: byte-level symbols -------------------------------------------------------------
+
+TABLE = bytes_to_unicode()
+INVERSE = {c: b for b, c in TABLE.items()}
+
+
+def good_to_symbols(text):
+    return "".join(TABLE[b] for b in text.encode("utf-8"))
+
+
+def good_from_symbols(symbols):
+    return bytes(INVERSE[c] for c in symbols).decode("utf-8")
+
+
+def per_character(text):  # the characters, not the bytes
+    return "".join(TABLE.get(ord(c), c) for c in text)
+
+
+def decode_per_symbol(symbols):
+    return "".join(bytes([INVERSE[c]]).decode("utf-8", errors="ignore") for c in symbols)
+
+
+def test_byte_level_checker_accepts_a_solution(capsys):
+    check_byte_level(good_to_symbols, good_from_symbols)
+    assert "never needs an unknown token" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "to_symbols, from_symbols, message",
+    [
+        (stub, good_from_symbols, "not implemented yet"),
+        (good_to_symbols, stub, "not implemented yet"),
+        (lambda t: t, good_from_symbols, "not in the byte alphabet"),
+        (per_character, good_from_symbols, "one per character"),
+        (lambda t: "".join(TABLE[ord(c) % 256] for c in t), good_from_symbols, "one per character"),
+        (
+            lambda t: "".join(TABLE[b] for b in t.encode("utf-16-le")),
+            good_from_symbols,
+            "UTF-8 bytes",
+        ),
+        (good_to_symbols, decode_per_symbol, "lost information"),
+        (
+            good_to_symbols,
+            lambda s: bytes(INVERSE[c] for c in s).decode("latin-1"),
+            "lost information",
+        ),
+        (lambda t: list(good_to_symbols(t)), good_from_symbols, "must return a str"),
+    ],
+)
+def test_byte_level_checker_names_the_mistake(to_symbols, from_symbols, message):
+    with pytest.raises(ExerciseError, match=message):
+        check_byte_level(to_symbols, from_symbols)
+
+
+# ----- exercise 6: one BPE merge step -------------------------------------------------------------
+
+
+def good_merge(word_freqs):
+    return bpe_merge_step(word_freqs)
+
+
+def merge_unweighted(word_freqs):
+    counts = Counter(p for w in word_freqs for p in zip(w, w[1:]))
+    best = min(counts, key=lambda p: (-counts[p], p))
+    return best, {merge_word(w, best): f for w, f in word_freqs.items()}
+
+
+def merge_first_max(word_freqs):  # ties: whichever pair was counted first
+    counts = pair_counts(word_freqs)
+    best = max(counts, key=counts.get)
+    return best, {merge_word(w, best): f for w, f in word_freqs.items()}
+
+
+def merge_only_first_occurrence(word_freqs):
+    best, _ = bpe_merge_step(word_freqs)
+    out = {}
+    for w, f in word_freqs.items():
+        for i in range(len(w) - 1):
+            if (w[i], w[i + 1]) == best:
+                w = (*w[:i], w[i] + w[i + 1], *w[i + 2 :])
+                break
+        out[w] = f
+    return best, out
+
+
+def merge_right_to_left(word_freqs):
+    best, _ = bpe_merge_step(word_freqs)
+    flip = (best[1], best[0])
+    return best, {
+        tuple(s[::-1] for s in merge_word(tuple(c[::-1] for c in w[::-1]), flip))[::-1]: f
+        for w, f in word_freqs.items()
+    }
+
+
+def test_bpe_merge_checker_accepts_a_solution(capsys):
+    check_bpe_merge(good_merge)
+    assert "('e', 's') with 9" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        (stub, "not implemented yet"),
+        (merge_unweighted, "Weight every occurrence"),
+        (merge_first_max, "break ties by the smallest pair"),
+        (merge_only_first_occurrence, "Merge EVERY occurrence"),
+        (merge_right_to_left, "a a a -> aa a"),
+        (lambda wf: list(bpe_merge_step(wf)), "return a tuple"),
+        (lambda wf: (bpe_merge_step(wf)[0], list(wf)), "must be a dict"),
+        (
+            lambda wf: (bpe_merge_step(wf)[0], dict(list(bpe_merge_step(wf)[1].items())[:-1])),
+            "keep every word|should become",
+        ),
+    ],
+)
+def test_bpe_merge_checker_names_the_mistake(wrong, message):
+    with pytest.raises(ExerciseError, match=message):
+        check_bpe_merge(wrong)

@@ -1,5 +1,6 @@
 """Chapter 02 exercise checkers: RoBERTa's position ids, a dynamic-masking collator,
-FULL-SENTENCES packing and gradient accumulation that equals one big batch."""
+FULL-SENTENCES packing, gradient accumulation that equals one big batch, a lossless byte-level
+encoding and one BPE merge step."""
 
 from __future__ import annotations
 
@@ -411,4 +412,132 @@ def check_gradient_accumulation(accumulate: Callable) -> None:
         f"the gradients differ from the big batch's by up to {_max_diff(got, reference):.2e}. "
         "Scale each micro-batch loss by (its masked tokens) / (all masked tokens), call "
         "backward() on each, and do not zero the gradients in between."
+    )
+
+
+# ----- exercise 5: a lossless byte-level encoding ------------------------------------------------
+
+_BYTE_TEXTS = (
+    "plain ASCII, with  two spaces\tand a tab\n",
+    "café, naïve, Ångström",  # 2-byte UTF-8 characters
+    "漢字とかな",  # 3-byte characters
+    "emoji 🙂 and a family 👨‍👩‍👧 (joined by zero-width joiners)",  # 4-byte characters
+    "e\u0301 is e + a combining accent",  # a character in two code points
+)
+
+
+def check_byte_level(to_byte_symbols: Callable, from_byte_symbols: Callable) -> None:
+    """`to_byte_symbols(text)` -> one symbol of GPT-2's byte alphabet (`bytes_to_unicode()`) per
+    UTF-8 byte; `from_byte_symbols(symbols)` -> the original text, for any text at all."""
+    from course_lib.tokenization.byte_level import bytes_to_unicode
+    from course_lib.tokenization.byte_level import to_byte_symbols as reference
+
+    alphabet = set(bytes_to_unicode().values())
+    for text in _BYTE_TEXTS:
+        got = run_learner_code(to_byte_symbols, text)
+        expect(
+            isinstance(got, str), f"to_byte_symbols must return a str, got {type(got).__name__}."
+        )
+        outside = sorted({c for c in got if c not in alphabet})
+        expect(
+            not outside,
+            f"to_byte_symbols({text!r}) contains {outside[:3]}, which are not in the byte "
+            "alphabet: map every BYTE through bytes_to_unicode(), not the characters.",
+        )
+        n_bytes = len(text.encode("utf-8"))
+        if len(got) == len(text) != n_bytes:
+            raise ExerciseError(
+                f"{text!r} became {len(got)} symbols, one per character; it is {n_bytes} UTF-8 "
+                "bytes (é is 2 bytes, 🙂 is 4). Encode the text to bytes first."
+            )
+        expect(
+            got == reference(text),
+            f"to_byte_symbols({text!r}) = {got!r}, expected {reference(text)!r} (UTF-8 bytes, "
+            "in order, each through bytes_to_unicode()).",
+        )
+        back = run_learner_code(from_byte_symbols, reference(text))
+        expect(
+            back == text,
+            f"from_byte_symbols lost information: {text!r} came back as {back!r}. Map symbols "
+            "to bytes, join them, and decode the whole byte string once as UTF-8 (a character's "
+            "bytes are not characters on their own; never decode with errors='ignore').",
+        )
+    passed(
+        "every text survives the round trip, emoji and accents included: byte-level BPE starts "
+        "from these 256 symbols, so it never needs an unknown token."
+    )
+
+
+# ----- exercise 6: one BPE merge step -------------------------------------------------------------
+
+
+def _merge_corpora() -> list[dict[tuple[str, ...], int]]:
+    sennrich = {tuple("low"): 5, tuple("lower"): 2, tuple("newest"): 6, tuple("widest"): 3}
+    # (a, b) appears in many word TYPES but few tokens; (x, y) in one very frequent word
+    weighted = {("a", "b", "c"): 1, ("a", "b", "d"): 1, ("a", "b", "e"): 1, ("x", "y"): 10}
+    # a word with the pair twice, and an overlapping run: "a a a" -> "aa a", "a a a a" -> "aa aa"
+    repeats = {("a", "a", "a"): 4, ("a", "a", "a", "a"): 3, ("b", "a", "b", "a"): 1}
+    # a tie between (c, d) and (a, b): the smallest pair in sorted order wins
+    tie = {("c", "d"): 2, ("a", "b"): 2, ("e",): 9}
+    return [sennrich, weighted, repeats, tie]
+
+
+def check_bpe_merge(bpe_merge_step: Callable) -> None:
+    """`bpe_merge_step(word_freqs)` -> (best_pair, new_word_freqs): the adjacent pair with the
+    highest count (each occurrence weighted by its word's frequency; ties: smallest in sorted
+    order), merged left to right, without overlap, in every word."""
+    from course_lib.tokenization.byte_level import bpe_merge_step as reference
+    from course_lib.tokenization.byte_level import pair_counts
+
+    for corpus in _merge_corpora():
+        out = run_learner_code(bpe_merge_step, dict(corpus))
+        expect(
+            isinstance(out, tuple) and len(out) == 2,
+            "return a tuple (best_pair, new_word_freqs).",
+        )
+        pair, merged = out
+        expect(
+            isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(s, str) for s in pair),
+            f"best_pair must be a tuple of two symbols, e.g. ('e', 's'); got {pair!r}.",
+        )
+        best, expected = reference(corpus)
+        counts = pair_counts(corpus)
+        if tuple(pair) != best:
+            per_type = {p: sum(1 for w in corpus if p in zip(w, w[1:])) for p in counts}
+            if counts[tuple(pair)] < counts[best] and per_type.get(tuple(pair), 0) > per_type[best]:
+                raise ExerciseError(
+                    f"you chose {tuple(pair)}: it is in more word types, but {best} occurs "
+                    f"{counts[best]} times against {counts[tuple(pair)]}. Weight every occurrence "
+                    "by its word's frequency."
+                )
+            if counts.get(tuple(pair)) == counts[best]:
+                raise ExerciseError(
+                    f"{tuple(pair)} and {best} tie at {counts[best]}: break ties by the "
+                    "smallest pair in sorted order, so the merges are deterministic."
+                )
+            raise ExerciseError(
+                f"best pair {tuple(pair)} (count {counts.get(tuple(pair), 0)}); expected {best} "
+                f"(count {counts[best]}). Count every adjacent pair of every word."
+            )
+        expect(
+            isinstance(merged, dict),
+            f"new_word_freqs must be a dict, got {type(merged).__name__}.",
+        )
+        for word, new in zip(corpus, expected):
+            if merged.get(new) != expected[new]:
+                got = [w for w in merged if "".join(w) == "".join(word)]
+                raise ExerciseError(
+                    f"{word} should become {new} after merging {best}; you have "
+                    f"{got[0] if got else 'no such word'}. Merge EVERY occurrence, left to "
+                    "right, and a symbol used by one merge cannot be used by the next "
+                    "(a a a -> aa a)."
+                )
+        expect(
+            len(merged) == len(expected),
+            f"{len(merged)} words after the merge, expected {len(expected)}: keep every word "
+            "and its frequency.",
+        )
+    passed(
+        "weighted counts, sorted tie-break and left-to-right merges: Sennrich's first merge is "
+        "('e', 's') with 9 occurrences, as in the paper's example."
     )
