@@ -10,11 +10,12 @@ from course_lib.data import make_format_examples, tokenize_documents
 from course_lib.exercises.core import ExerciseError
 from course_lib.exercises.roberta import (
     check_bpe_merge,
-    check_byte_level,
     check_dynamic_collator,
+    check_from_byte_symbols,
     check_full_sentences,
     check_gradient_accumulation,
     check_position_ids,
+    check_to_byte_symbols,
     reference_full_sentences,
 )
 from course_lib.objectives.masking import MaskingConfig, build_special_tokens_mask, mask_tokens
@@ -288,7 +289,7 @@ def test_gradient_accumulation_rejects_typical_mistakes(wrong, message):
         check_gradient_accumulation(wrong)
 
 
-# ----- exercise 5: byte-level symbols -------------------------------------------------------------
+# ----- exercises 5 and 6: byte-level symbols -------------------------------------------------------------
 
 TABLE = bytes_to_unicode()
 INVERSE = {c: b for b, c in TABLE.items()}
@@ -310,39 +311,42 @@ def decode_per_symbol(symbols):
     return "".join(bytes([INVERSE[c]]).decode("utf-8", errors="ignore") for c in symbols)
 
 
-def test_byte_level_checker_accepts_a_solution(capsys):
-    check_byte_level(good_to_symbols, good_from_symbols)
+def test_byte_level_checkers_accept_a_solution(capsys):
+    check_to_byte_symbols(good_to_symbols)
+    check_from_byte_symbols(good_from_symbols)
     assert "never needs an unknown token" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(
-    "to_symbols, from_symbols, message",
+    "wrong, message",
     [
-        (stub, good_from_symbols, "not implemented yet"),
-        (good_to_symbols, stub, "not implemented yet"),
-        (lambda t: t, good_from_symbols, "not in the byte alphabet"),
-        (per_character, good_from_symbols, "one per character"),
-        (lambda t: "".join(TABLE[ord(c) % 256] for c in t), good_from_symbols, "one per character"),
-        (
-            lambda t: "".join(TABLE[b] for b in t.encode("utf-16-le")),
-            good_from_symbols,
-            "UTF-8 bytes",
-        ),
-        (good_to_symbols, decode_per_symbol, "lost information"),
-        (
-            good_to_symbols,
-            lambda s: bytes(INVERSE[c] for c in s).decode("latin-1"),
-            "lost information",
-        ),
-        (lambda t: list(good_to_symbols(t)), good_from_symbols, "must return a str"),
+        (stub, "not implemented yet"),
+        (lambda t: t, "not in the byte alphabet"),
+        (per_character, "one per character"),
+        (lambda t: "".join(TABLE[ord(c) % 256] for c in t), "one per character"),
+        (lambda t: "".join(TABLE[b] for b in t.encode("utf-16-le")), "UTF-8 bytes"),
+        (lambda t: list(good_to_symbols(t)), "must return a str"),
     ],
 )
-def test_byte_level_checker_names_the_mistake(to_symbols, from_symbols, message):
+def test_to_byte_symbols_checker_names_the_mistake(wrong, message):
     with pytest.raises(ExerciseError, match=message):
-        check_byte_level(to_symbols, from_symbols)
+        check_to_byte_symbols(wrong)
 
 
-# ----- exercise 6: one BPE merge step -------------------------------------------------------------
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        (stub, "not implemented yet"),
+        (decode_per_symbol, "lost information"),
+        (lambda s: bytes(INVERSE[c] for c in s).decode("latin-1"), "lost information"),
+    ],
+)
+def test_from_byte_symbols_checker_names_the_mistake(wrong, message):
+    with pytest.raises(ExerciseError, match=message):
+        check_from_byte_symbols(wrong)
+
+
+# ----- exercise 7: one BPE merge step -------------------------------------------------------------
 
 
 def good_merge(word_freqs):

@@ -415,7 +415,7 @@ def check_gradient_accumulation(accumulate: Callable) -> None:
     )
 
 
-# ----- exercise 5: a lossless byte-level encoding ------------------------------------------------
+# ----- exercises 5 and 6: a lossless byte-level encoding ------------------------------------------------
 
 _BYTE_TEXTS = (
     "plain ASCII, with  two spaces\tand a tab\n",
@@ -426,9 +426,9 @@ _BYTE_TEXTS = (
 )
 
 
-def check_byte_level(to_byte_symbols: Callable, from_byte_symbols: Callable) -> None:
+def check_to_byte_symbols(to_byte_symbols: Callable) -> None:
     """`to_byte_symbols(text)` -> one symbol of GPT-2's byte alphabet (`bytes_to_unicode()`) per
-    UTF-8 byte; `from_byte_symbols(symbols)` -> the original text, for any text at all."""
+    UTF-8 byte of the text, in order."""
     from course_lib.tokenization.byte_level import bytes_to_unicode
     from course_lib.tokenization.byte_level import to_byte_symbols as reference
 
@@ -455,6 +455,15 @@ def check_byte_level(to_byte_symbols: Callable, from_byte_symbols: Callable) -> 
             f"to_byte_symbols({text!r}) = {got!r}, expected {reference(text)!r} (UTF-8 bytes, "
             "in order, each through bytes_to_unicode()).",
         )
+    passed("one symbol per UTF-8 byte: é is 2 symbols, 🙂 is 4, and all 256 bytes have one.")
+
+
+def check_from_byte_symbols(from_byte_symbols: Callable) -> None:
+    """`from_byte_symbols(symbols)` -> the original text, for any text at all: the inverse of
+    GPT-2's byte-level encoding."""
+    from course_lib.tokenization.byte_level import to_byte_symbols as reference
+
+    for text in _BYTE_TEXTS:
         back = run_learner_code(from_byte_symbols, reference(text))
         expect(
             back == text,
@@ -468,7 +477,7 @@ def check_byte_level(to_byte_symbols: Callable, from_byte_symbols: Callable) -> 
     )
 
 
-# ----- exercise 6: one BPE merge step -------------------------------------------------------------
+# ----- exercise 7: one BPE merge step -------------------------------------------------------------
 
 
 def _merge_corpora() -> list[dict[tuple[str, ...], int]]:
