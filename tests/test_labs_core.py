@@ -248,3 +248,15 @@ def test_committed_results_follow_the_schema():
         assert result["chapter"] == lab.chapter and tuple(result["arms"]) == lab.arms, path.name
         assert result["compare"] == list(lab.compare), path.name
         assert all(len(v) == result["seeds"] for v in result["arms"].values()), path.name
+
+
+def test_runner_summary_is_a_markdown_table_of_the_saved_results(toy_lab, tmp_path, capsys):
+    run = _runner()
+    run.main(["toy_bias", "--seeds", "5", "--preset", "fast", "--out", str(tmp_path)])
+    capsys.readouterr()
+    assert run.main(["--summary", "--out", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("| chapter | lab |") and len(lines) == 3
+    cells = [c.strip() for c in lines[2].split("|")[1:-1]]
+    assert cells[:3] == ["01_bert", "toy_bias", "with_bias − no_bias"]
+    assert cells[5] == "5/5" and cells[6] == "yes"  # no bias can never fit the offset
