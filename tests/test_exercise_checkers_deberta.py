@@ -12,6 +12,7 @@ from course_lib.exercises.deberta import (
     check_delta,
     check_log_bucket,
     check_p2c,
+    check_translation_invariance_test,
 )
 
 # ----- δ(i, j)
@@ -177,3 +178,50 @@ def test_c2p_checker_names_the_mistake(wrong, message):
 def test_p2c_checker_names_the_mistake(wrong, message):
     with pytest.raises(ExerciseError, match=message):
         check_p2c(wrong)
+
+
+# ----- writing the translation-invariance test (a design exercise) --------------------------------
+
+
+def invariance_test(shifts=range(1, 40), exact=False, own_block=True):
+    """A learner's test: a random phrase, alone and after `shift` filler tokens; compare blocks."""
+
+    def translation_invariant(score_fn, vocab_size):
+        g = torch.Generator().manual_seed(0)
+        phrase = torch.randint(vocab_size, (6,), generator=g)
+        alone = score_fn(phrase)
+        for shift in shifts:
+            filler = torch.randint(vocab_size, (shift,), generator=g)
+            ids = torch.cat([filler, phrase, torch.randint(vocab_size, (2,), generator=g)])
+            scores = score_fn(ids)
+            at = shift if own_block else 0
+            block = scores[at : at + 6, at : at + 6]
+            same = torch.equal(block, alone) if exact else torch.allclose(block, alone, atol=1e-5)
+            if not same:
+                return False
+        return True
+
+    return translation_invariant
+
+
+def test_invariance_checker_accepts_a_good_test(capsys):
+    check_translation_invariance_test(invariance_test())
+    assert "rejects every score function that sees absolute positions" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        (stub, "not implemented yet"),
+        (lambda fn, v: True, "says every score function is invariant"),
+        (lambda fn, v: False, "not invariant"),
+        (invariance_test(exact=True), "use torch.allclose"),
+        (invariance_test(own_block=False), "the wrong block"),
+        (invariance_test(shifts=range(2, 40, 2)), "parity of the position"),
+        (invariance_test(shifts=range(1, 6)), "only past position 20"),
+        (lambda fn, v: torch.tensor(True), "return True or False"),
+    ],
+)
+def test_invariance_checker_names_the_mistake(wrong, message):
+    with pytest.raises(ExerciseError, match=message):
+        check_translation_invariance_test(wrong)

@@ -10,7 +10,7 @@ import math
 from collections.abc import Callable
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from course_lib.exercises.core import ExerciseError, expect, passed, run_learner_code
 from course_lib.modules.relative_position import (
@@ -293,3 +293,116 @@ def check_p2c(p2c: Callable) -> None:
             "δ(i, j) = clip(relative_pos[i, j] + span, 0, 2 span - 1)."
         )
     passed("p2c equals key_j · Q^r[δ(i, j)] (the released code's convention), clipping included.")
+
+
+# ----- a design exercise: write the test that proves translation invariance -----------------------
+
+_TI_VOCAB = 100
+
+
+def _first_layer_scores(model: nn.Module, term: str) -> Callable[[Tensor], Tensor]:
+    """input_ids (T,) -> the first layer's `term` scores of head 0, (T, T)."""
+
+    def scores(input_ids: Tensor) -> Tensor:
+        with torch.no_grad():
+            return model.attention_terms(input_ids[None])[0][term][0, 0]
+
+    return scores
+
+
+def _score_functions() -> dict[str, Callable[[Tensor], Tensor]]:
+    """Named score functions: the translation-invariant ones first (DeBERTa's c2p and c2c, and
+    c2p through a numerically different path), then ones that see absolute positions."""
+    from course_lib.config import BertConfig, DebertaConfig
+    from course_lib.models.bert import BertModel
+    from course_lib.models.deberta import DebertaModel
+
+    torch.manual_seed(0)
+    sizes = dict(
+        vocab_size=_TI_VOCAB, hidden_size=16, num_hidden_layers=1, num_attention_heads=1,
+        intermediate_size=32, max_position_embeddings=64, hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )  # fmt: skip
+    deberta = DebertaModel(
+        DebertaConfig(**sizes, pos_att_type=["c2p"], position_buckets=-1, max_relative_positions=8)
+    ).eval()
+    c2p = _first_layer_scores(deberta, "c2p")
+    c2c = _first_layer_scores(deberta, "c2c")
+    bert = BertModel(BertConfig(**sizes)).eval()
+
+    def bert_scores(input_ids: Tensor) -> Tensor:  # absolute positions are in the input vectors
+        attention = bert.encoder.layers[0].attention
+        with torch.no_grad():
+            x = bert.embeddings(input_ids[None], None)[0]  # (T, H): word + position + segment
+            return attention.query(x) @ attention.key(x).T / math.sqrt(x.shape[-1])
+
+    def c2p_rounded(input_ids: Tensor) -> Tensor:  # invariant in exact arithmetic; float rounding
+        s = c2p(input_ids)
+        noise = (input_ids.float() * 1e-3).sum() * 1e-6  # depends on the whole sequence
+        return s + (s.abs().mean() * 1e-7 + noise * 1e-1)
+
+    pos_table = torch.randn(64) * 3
+
+    def parity_positions(input_ids: Tensor) -> Tensor:  # sees position parity: shifts by 2 hide it
+        s = c2c(input_ids)
+        parity = torch.arange(len(input_ids)) % 2
+        return s + pos_table[parity][:, None]
+
+    def far_from_start(input_ids: Tensor) -> Tensor:  # absolute position, but only past 20
+        s = c2c(input_ids)
+        return s + (torch.arange(len(input_ids)) >= 20).float()[:, None] * 2.0
+
+    return {
+        "c2p": c2p,
+        "c2c": c2c,
+        "c2p (float rounding)": c2p_rounded,
+        "BERT's first layer": bert_scores,
+        "position parity": parity_positions,
+        "positions past 20": far_from_start,
+    }
+
+
+INVARIANT = ("c2p", "c2c", "c2p (float rounding)")
+
+
+def check_translation_invariance_test(translation_invariant: Callable) -> None:
+    """`translation_invariant(score_fn, vocab_size)` -> True when the scores `score_fn(input_ids)`
+    ((T,) -> (T, T)) of a phrase do not change when the phrase moves inside a longer sequence,
+    False when they do. The checker hands it DeBERTa's c2p and c2c (invariant) and functions
+    that see absolute positions."""
+    verdicts = {}
+    for name, fn in _score_functions().items():
+        got = run_learner_code(translation_invariant, fn, _TI_VOCAB)
+        expect(
+            isinstance(got, bool),
+            f"return True or False (a bool), got {type(got).__name__} for the {name} scores.",
+        )
+        verdicts[name] = got
+    if all(verdicts.values()):
+        raise ExerciseError(
+            "your test says every score function is invariant, BERT's first layer too (its input "
+            "adds an absolute position vector). Move a phrase and compare its scores."
+        )
+    rejected = [name for name in INVARIANT if not verdicts[name]]
+    if rejected:
+        raise ExerciseError(
+            f"your test says the {rejected[0]} scores are not invariant, but they depend only on "
+            "the tokens and their distance. Two usual causes: exact equality (scores computed in "
+            "a longer sequence differ by float rounding, ~1e-7: use torch.allclose), or comparing "
+            "the wrong block (compare the phrase's own rows and columns at its new place)."
+        )
+    if verdicts["position parity"]:
+        raise ExerciseError(
+            "your test passes a score function that sees the parity of the position: every "
+            "shift you try is even. Try several shifts, odd ones included."
+        )
+    if verdicts["positions past 20"]:
+        raise ExerciseError(
+            "your test passes a score function that changes only past position 20: shift the "
+            "phrase far (or into many places), not just a few steps."
+        )
+    expect(not verdicts["BERT's first layer"], "your test passes BERT's first layer.")
+    passed(
+        "your test accepts c2p and c2c (with float tolerance) and rejects every score function "
+        "that sees absolute positions — a property test, like the ones in tests/."
+    )
