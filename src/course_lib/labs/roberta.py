@@ -333,7 +333,7 @@ def masked_word_accuracy(
 
 
 def _tokenizer_seed(seed: int, preset: str, device: torch.device) -> dict[str, float]:
-    steps = choose(preset, fast=150, live=300, full=400, gpu=1000)
+    steps = choose(preset, fast=150, live=400, full=400, gpu=1000)
     batch = choose(preset, fast=64)
     return {
         "byte_bpe": _word_recovery(seed, "bpe", steps, batch, device),
