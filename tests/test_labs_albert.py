@@ -114,7 +114,7 @@ def test_pairs_share_their_positives_and_differ_in_negatives() -> None:
 def test_overlap_classifier_solves_nsp_and_is_at_chance_on_sop() -> None:
     g = torch.Generator().manual_seed(3)
     ids, _, labels = lab.make_pairs("nsp", 4000, g)
-    assert float((lab.overlap_classifier(ids) == labels).float().mean()) > 0.97
+    assert float((lab.overlap_classifier(ids) == labels).float().mean()) > 0.9
     ids, _, labels = lab.make_pairs("sop", 4000, g)
     predicted = lab.overlap_classifier(ids)
     # order-blind by construction: the swapped twin of every pair gets the same answer ...
