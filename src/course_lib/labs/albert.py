@@ -120,8 +120,8 @@ def _excess_loss(
 
 
 def _embedding_seed(seed: int, preset: str, device: torch.device) -> dict[str, float]:
-    steps = choose(preset, fast=60, live=250, full=400, gpu=3000)
-    batch = choose(preset, fast=128, live=256, gpu=512)
+    steps = choose(preset, fast=30, live=250, full=400, gpu=3000)
+    batch = choose(preset, fast=64, live=256, gpu=512)
     return {f"E{e}": _excess_loss(seed, e, steps, batch, device) for e in EMBEDDING_SIZES}
 
 
@@ -261,7 +261,7 @@ def _sentence_model_accuracy(
 
 
 def _sentence_runs(seed: int, preset: str, device: torch.device) -> dict[str, dict[str, float]]:
-    steps = choose(preset, fast=150, live=200, full=300, gpu=1500)
+    steps = choose(preset, fast=60, live=200, full=300, gpu=1500)
     batch = choose(preset, fast=64, gpu=256)
     return {task: _sentence_model_accuracy(seed, task, steps, batch, device) for task in TASKS}
 
