@@ -12,9 +12,11 @@ L_mlm  the usual masked-language-model cross-entropy against the true tokens.
 L_cos  1 - cosine similarity between student and teacher last hidden states, averaged over the
        real (non-padding) tokens: it aligns the directions of the two hidden spaces.
 
-The defaults T=2 and alphas 5/2/1 are those of the command in the reference README
-(huggingface/transformers, examples/research_projects/distillation); `train.py`'s own argument
-defaults differ (alpha_ce 0.5, alpha_mlm 0, alpha_clm 0.5, alpha_cos 0).
+The paper names the three terms but gives neither weights nor T. The default alphas 5/2/1 are
+those of the single-GPU command in the reference README (huggingface/transformers,
+examples/research_projects/distillation; its 4-GPU example uses 0.33 each); `train.py`'s own
+argument defaults differ (alpha_ce 0.5, alpha_mlm 0, alpha_clm 0.5, alpha_cos 0), and T=2 is its
+`--temperature` default.
 """
 
 from __future__ import annotations
