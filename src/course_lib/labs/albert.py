@@ -6,11 +6,12 @@ at most E + 1 (the decoder's bias adds one). On a language whose bigram log-prob
 full-rank 512 x 512 table, the masked token's loss above the true conditional entropy measures
 what that rank costs. The four arms are one AlbertConfig with only `embedding_size` changed.
 
-sop_vs_nsp, sop_transfers_to_nsp: documents carry a topic (their words) and a counter that
-grows from segment to segment. An NSP negative comes from a document of another topic, so the
-topic alone answers NSP; an SOP negative is the same two segments swapped, so only the
-counters' order answers SOP. One ALBERT with its two-logit sentence head is trained on either
-task's pairs (the only difference between the arms) and tested on both, as the paper's Table 5.
+sop_vs_nsp, sop_transfers_to_nsp: documents carry a topic (their words, two per topic, so two
+segments of one document share words) and a counter that increases from segment to segment by
+a random 1..3. An NSP negative comes from a document of another topic, so the topic alone
+answers NSP; an SOP negative is the same two segments swapped, so only the counters' order
+answers SOP. One ALBERT with its two-logit sentence head is trained on either task's pairs (the
+only difference between the arms) and tested on both, as the paper's Table 5.
 """
 
 from __future__ import annotations
@@ -159,12 +160,14 @@ EMBEDDING_BOTTLENECK = register(
 
 # Vocabulary of the document language: 0..3 special, then the counters, then the topic words.
 CLS, SEP = 2, 3
-N_COUNTERS = 8  # a document's segments carry counters c, c + 1, c + 2, ...
+N_COUNTERS = 8  # counter values 0..7; a document's counters increase from segment to segment
+MAX_JUMP = 3  # the next segment's counter is c + k with k uniform in 1..MAX_JUMP
 N_TOPICS = 16
-TOPIC_WORDS = 8  # each topic owns 8 words; topics share none
+TOPIC_WORDS = 2  # each topic owns 2 words (topics share none): a document repeats its words
 SEGMENT_WORDS = 6  # a segment: its counter, then 6 words of the document's topic
 DOC_VOCAB = N_SPECIAL + N_COUNTERS + N_TOPICS * TOPIC_WORDS
 PAIR_LENGTH = 2 * (1 + SEGMENT_WORDS) + 3  # [CLS] A [SEP] B [SEP]
+START_B = SEGMENT_WORDS + 3  # position of B's counter (after [CLS], A and [SEP])
 TASKS = ("nsp", "sop")
 
 
@@ -179,16 +182,18 @@ def make_segments(topic: Tensor, counter: Tensor, generator: torch.Generator) ->
 def make_pairs(task: str, n: int, generator: torch.Generator) -> tuple[Tensor, Tensor, Tensor]:
     """n labelled pairs -> (input_ids, token_type_ids, labels), each input [CLS] A [SEP] B [SEP].
 
-    A is a segment of a document (topic t, counter c) and B its successor (same topic, c + 1).
-    "nsp": label 1 replaces B by a segment of a document of another topic (any counter);
-    "sop": label 1 swaps A and B. Label 0 is the real order in both, so the two tasks share
-    their positives and differ only in the negatives."""
+    A is a segment of a document (topic t, counter c) and B its successor (same topic, counter
+    c + k, k uniform in 1..3). "nsp": label 1 replaces B by a segment of a document of another
+    topic (any counter); "sop": label 1 swaps A and B. Label 0 is the real order in both, so the
+    two tasks share their positives and differ only in the negatives."""
     if task not in TASKS:
         raise ValueError(f"task must be one of {TASKS}, got {task!r}")
     topic = torch.randint(0, N_TOPICS, (n,), generator=generator)
-    counter = torch.randint(0, N_COUNTERS - 1, (n,), generator=generator)
+    jump = torch.randint(1, MAX_JUMP + 1, (n,), generator=generator)
+    # c uniform in 0 .. N_COUNTERS - 1 - jump, so that c + jump is still a counter value
+    counter = (torch.rand(n, generator=generator) * (N_COUNTERS - jump)).long()
     a = make_segments(topic, counter, generator)
-    b = make_segments(topic, counter + 1, generator)
+    b = make_segments(topic, counter + jump, generator)
     labels = torch.randint(0, 2, (n,), generator=generator)
     negative = labels[:, None].bool()
     if task == "sop":
@@ -202,16 +207,21 @@ def make_pairs(task: str, n: int, generator: torch.Generator) -> tuple[Tensor, T
     cls, sep = torch.full((n, 1), CLS), torch.full((n, 1), SEP)
     input_ids = torch.cat([cls, first, sep, second, sep], dim=1)  # (n, PAIR_LENGTH)
     types = torch.zeros_like(input_ids)
-    types[:, SEGMENT_WORDS + 3 :] = 1  # B and its [SEP]
+    types[:, START_B:] = 1  # B and its [SEP]
     return input_ids, types, labels
 
 
 def segment_words(input_ids: Tensor) -> tuple[Tensor, Tensor]:
     """The topic words of A and of B, (n, SEGMENT_WORDS) each (counters and specials left out)."""
-    start_b = SEGMENT_WORDS + 3
-    return input_ids[:, 2 : 2 + SEGMENT_WORDS], input_ids[
-        :, start_b + 1 : start_b + 1 + SEGMENT_WORDS
-    ]
+    return (
+        input_ids[:, 2 : 2 + SEGMENT_WORDS],
+        input_ids[:, START_B + 1 : START_B + 1 + SEGMENT_WORDS],
+    )
+
+
+def segment_counters(input_ids: Tensor) -> tuple[Tensor, Tensor]:
+    """The counter values (0 .. N_COUNTERS - 1) of A and of B, (n,) each."""
+    return input_ids[:, 1] - N_SPECIAL, input_ids[:, START_B] - N_SPECIAL
 
 
 def overlap_classifier(input_ids: Tensor) -> Tensor:
@@ -220,6 +230,14 @@ def overlap_classifier(input_ids: Tensor) -> Tensor:
     a, b = segment_words(input_ids)
     shared = (a[:, :, None] == b[:, None, :]).flatten(1).any(dim=1)  # (n,)
     return (~shared).long()
+
+
+def order_rule(input_ids: Tensor) -> Tensor:
+    """A topic-blind baseline: predict 0 ("in order") when B's counter is larger than A's,
+    else 1. It solves SOP; on NSP it is right on every positive and on the negatives whose
+    random counter is not larger (about 0.72 in all)."""
+    a, b = segment_counters(input_ids)
+    return (b <= a).long()
 
 
 def sentence_config() -> AlbertConfig:
@@ -236,7 +254,7 @@ def sentence_config() -> AlbertConfig:
 
 @functools.lru_cache(maxsize=64)
 def _sentence_model_accuracy(
-    seed: int, task: str, steps: int, batch: int, device: torch.device
+    seed: int, task: str, steps: int, batch: int, test_pairs: int, device: torch.device
 ) -> dict[str, float]:
     """Train the sentence head (and encoder) on `task`'s pairs; held-out accuracy on both tasks.
     Cached, so the two labs below share the training runs of a seed."""
@@ -252,7 +270,7 @@ def _sentence_model_accuracy(
     accuracy = {}
     for test_task in TASKS:  # the same held-out pairs for both arms of a seed
         ids, types, labels = make_pairs(
-            test_task, 2000, torch.Generator().manual_seed(40_000 + seed)
+            test_task, test_pairs, torch.Generator().manual_seed(40_000 + seed)
         )
         with torch.no_grad():
             logits = model(ids.to(device), token_type_ids=types.to(device)).sop_logits
@@ -261,9 +279,15 @@ def _sentence_model_accuracy(
 
 
 def _sentence_runs(seed: int, preset: str, device: torch.device) -> dict[str, dict[str, float]]:
-    steps = choose(preset, fast=60, live=200, full=300, gpu=1500)
-    batch = choose(preset, fast=64, gpu=256)
-    return {task: _sentence_model_accuracy(seed, task, steps, batch, device) for task in TASKS}
+    # live = full: at 200 steps the NSP model has not yet let go of the order it picks up early
+    # (0.67-0.77 on SOP in seeds 0-1); from 300 to 800 steps it stays at 0.55-0.58
+    steps = choose(preset, fast=30, live=300, full=300, gpu=1500)
+    batch = choose(preset, fast=32, live=64, gpu=256)
+    test_pairs = choose(preset, fast=400, live=2000)
+    return {
+        task: _sentence_model_accuracy(seed, task, steps, batch, test_pairs, device)
+        for task in TASKS
+    }
 
 
 def _sop_seed(seed: int, preset: str, device: torch.device) -> dict[str, float]:
@@ -284,9 +308,16 @@ SENTENCE_WHY = (
     "An NSP negative is a segment of a document of another topic, so an order-blind topic "
     "cue (do A and B share words?) answers NSP; an SOP negative is the same two segments "
     "swapped, so only the counters' order answers SOP. The arms are one ALBERT with one "
-    "sentence head, trained on either task's pairs: only the negatives differ. (Designs that failed: 32 counter "
-    "values left the SOP model at chance in 4 of 5 seeds; 8 counter values with one layer and "
-    "4 words a segment let the NSP model learn the counters too, so it transferred to SOP.)"
+    "sentence head, trained on either task's pairs: only the negatives differ. Counters grow "
+    "by a random 1..3, so the order cue (B's counter is larger) is right on only about 0.72 "
+    "of NSP pairs while the topic cue is right on all, and with two words a topic the topic "
+    "is learned first: the NSP model stops there. (Designs that failed: 32 counter values "
+    "left the SOP model at chance in 4 of 5 seeds; with counters growing by exactly 1 and 8 "
+    "words a topic, 'B's counter is A's + 1' was a near-perfect NSP cue, the NSP model "
+    "learned it (0.57-0.68 on SOP, NSP itself only 0.55-0.93) and the transfer lab gave "
+    "+0.052 +- 0.083, t = 1.4; 16 counter values and 600 steps +0.108 +- 0.105, t = 2.3; "
+    "order counters with 8 words a topic let the NSP model learn 'B's counter is smaller, "
+    "so apart' before the topic: 0.83-0.97 on SOP.)"
 )
 
 SOP_VS_NSP = register(
@@ -321,8 +352,9 @@ SOP_TRANSFERS = register(
         expected_sign="+",
         paper=PAPER_TABLE_5,
         why=SENTENCE_WHY
-        + " The counter rule 'B's counter is larger' is right on every NSP positive and on "
-        "about half the NSP negatives, so it carries over to NSP; the topic rule is useless on SOP.",
+        + " The order rule 'B's counter is larger' is right on every NSP positive and on the "
+        "NSP negatives whose random counter is not larger, so it carries over to NSP (about "
+        "0.72, order_rule); the topic rule is useless on SOP, where both segments share a topic.",
         run_seed=_transfer_seed,
     )
 )

@@ -333,8 +333,8 @@ def masked_word_accuracy(
 
 
 def _tokenizer_seed(seed: int, preset: str, device: torch.device) -> dict[str, float]:
-    steps = choose(preset, fast=150, live=400, full=400, gpu=1000)
-    batch = choose(preset, fast=64)
+    steps = choose(preset, fast=60, live=400, full=400, gpu=1000)
+    batch = choose(preset, fast=32, live=64)
     return {
         "byte_bpe": _word_recovery(seed, "bpe", steps, batch, device),
         "wordpiece": _word_recovery(seed, "wordpiece", steps, batch, device),
