@@ -10,6 +10,7 @@ from course_lib.exercises import ExerciseError
 from course_lib.exercises.deberta import (
     check_c2p,
     check_delta,
+    check_enhanced_mask_decoder,
     check_log_bucket,
     check_p2c,
     check_translation_invariance_test,
@@ -225,3 +226,62 @@ def test_invariance_checker_accepts_a_good_test(capsys):
 def test_invariance_checker_names_the_mistake(wrong, message):
     with pytest.raises(ExerciseError, match=message):
         check_translation_invariance_test(wrong)
+
+
+# ----- the enhanced mask decoder's forward pass (a design exercise) --------------------------------
+
+
+def emd(start=-2, positions="first", keys="H", steps=None, in_place=False):
+    """A learner's decoder with one decision made differently."""
+
+    def enhanced_mask_decoder(last_layer, hidden_states, position_table, n_steps):
+        h = hidden_states[start]
+        p = position_table[: h.shape[1]]
+        if in_place:
+            query = h
+            query += p  # also changes h, the keys and values
+        else:
+            query = h + p if positions == "first" else h
+        for _ in range(n_steps if steps is None else steps):
+            if positions == "every step":
+                query = query + p
+            if keys == "H":
+                query = last_layer(h, query_states=query)
+            elif keys == "H + P":
+                query = last_layer(h + p, query_states=query)
+            elif keys == "query":
+                query = last_layer(query)
+            else:  # swapped roles
+                query = last_layer(query, query_states=h)
+        return query + p if positions == "end" else query
+
+    return enhanced_mask_decoder
+
+
+def test_emd_checker_accepts_the_decoder(capsys):
+    check_enhanced_mask_decoder(emd())
+    assert "exactly what DebertaForMaskedLM's does" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        (stub, "not implemented yet"),
+        (lambda layer, hs, table, n: hs[-1], "the encoder's output unchanged"),
+        (emd(start=-1), r"you started from the encoder's output.*hidden_states\[-2\]"),
+        (emd(start=0), r"you started from hidden_states\[-4\]"),
+        (emd(positions="none"), "no absolute positions"),
+        (emd(positions="every step"), "added the positions at every step"),
+        (emd(positions="end"), "after the decoder"),
+        (emd(keys="H + P"), "reached the keys and values too"),
+        (emd(keys="query"), "keys and values changed from step to step"),
+        (emd(keys="swapped"), "the roles are swapped"),
+        (emd(steps=2), r"\(2 layers, steps = 3\) you ran the layer 2 time\(s\)"),
+        (emd(in_place=True), "changed `hidden_states` in place"),
+        (lambda layer, hs, table, n: emd()(layer, hs, table, n)[0], r"\[batch, seq, hidden\]"),
+        (lambda layer, hs, table, n: emd()(layer, hs, table, n) * 1.01, "The recipe"),
+    ],
+)
+def test_emd_checker_names_the_mistake(wrong, message):
+    with pytest.raises(ExerciseError, match=message):
+        check_enhanced_mask_decoder(wrong)

@@ -1,4 +1,5 @@
-"""Chapter 04 (DeBERTa) exercise checkers: δ(i, j), log buckets, the c2p and p2c gathers.
+"""Chapter 04 (DeBERTa) exercise checkers: δ(i, j), log buckets, the c2p and p2c gathers, and two
+design tasks: a translation-invariance test and the enhanced mask decoder's forward pass.
 
 Each checker runs the learner's function on fresh inputs, compares with the library's reference
 (`course_lib.modules.relative_position`), and names the typical mistake when it recognises one.
@@ -405,4 +406,165 @@ def check_translation_invariance_test(translation_invariant: Callable) -> None:
     passed(
         "your test accepts c2p and c2c (with float tolerance) and rejects every score function "
         "that sees absolute positions — a property test, like the ones in tests/."
+    )
+
+
+# ----- a design exercise: the enhanced mask decoder's forward pass ---------------------------------
+
+_EMD_CASES = ((3, 2), (2, 3), (4, 1))  # (encoder layers, EMD steps): depth and steps both vary
+
+
+class _EmdCase:
+    """A small DebertaForMaskedLM with EMD, a padded batch, and the pieces the learner receives."""
+
+    def __init__(self, layers: int, steps: int, seed: int) -> None:
+        from course_lib.config import DebertaConfig
+        from course_lib.models.deberta import DebertaForMaskedLM
+
+        torch.manual_seed(seed)
+        config = DebertaConfig(
+            vocab_size=120, hidden_size=32, num_hidden_layers=layers, num_attention_heads=2,
+            intermediate_size=64, max_position_embeddings=40, max_relative_positions=40,
+            position_buckets=8, use_emd=True, emd_steps=steps,
+        )  # fmt: skip
+        self.steps = steps
+        self.model = DebertaForMaskedLM(config).eval()
+        embeddings, encoder = self.model.backbone.embeddings, self.model.backbone.encoder
+        with torch.no_grad():  # a spread table (like a trained one) so that positions matter
+            embeddings.position_embeddings.weight.normal_(0, 1)
+        self.input_ids = torch.randint(5, 120, (3, 11))
+        self.attention_mask = torch.ones_like(self.input_ids)
+        self.attention_mask[1, 8:] = 0  # one padded row: the bound mask must be respected
+        with torch.no_grad():
+            out = self.model(self.input_ids, self.attention_mask, output_hidden_states=True)
+            self.want = self.model.enhanced_mask_decoder(
+                self.input_ids, self.attention_mask, out.hidden_states
+            )
+        self.logits = out.mlm_logits
+        self.hidden_states = tuple(h.detach() for h in out.hidden_states)
+        self.table = embeddings.position_embeddings.weight.detach()
+        layer = encoder.layers[-1]
+        mask = encoder.pair_mask(self.attention_mask[:, None, None, :].bool())
+        relative = encoder.relative_inputs(self.input_ids.shape[1], self.input_ids.device)
+
+        def last_layer(x: Tensor, query_states: Tensor | None = None) -> Tensor:
+            """The encoder's last layer: queries (and residual) from query_states, or from x
+            when there are none; keys and values from x."""
+            with torch.no_grad():
+                return layer(x, mask, False, *relative, query_states=query_states)[0]
+
+        self.last_layer = last_layer
+
+    def run(self, start: int = -2, steps: int | None = None, **change: bool) -> Tensor:
+        """The decoder with one detail changed (to recognise typical mistakes)."""
+        h = self.hidden_states[start]
+        p = self.table[: h.shape[1]]
+        keys = h + p if change.get("positions_in_keys") else h
+        late = ("no_positions", "positions_every_step", "positions_at_end")
+        query = h if any(change.get(name) for name in late) else h + p
+        for _ in range(self.steps if steps is None else steps):
+            if change.get("positions_every_step"):
+                query = query + p
+            if change.get("self_attention"):
+                query = self.last_layer(query)
+            elif change.get("swapped"):
+                query = self.last_layer(query, query_states=h)
+            else:
+                query = self.last_layer(keys, query_states=query)
+        return query + p if change.get("positions_at_end") else query
+
+
+def _emd_diagnosis(case: _EmdCase, got: Tensor) -> str:
+    """The message for a wrong answer: the typical mistake it matches, or the general recipe."""
+
+    def same(x: Tensor) -> bool:
+        return torch.allclose(got, x, atol=1e-5)
+
+    n = len(case.hidden_states) - 1  # encoder layers
+    if same(case.hidden_states[-1]):
+        return (
+            "you returned the encoder's output unchanged (hidden_states[-1]); the decoder re-runs "
+            "the last layer with absolute positions in its queries."
+        )
+    if same(case.run(no_positions=True)):
+        return "no absolute positions: the first queries are I = H + P (P = rows 0 .. n-1 of the table)."
+    if same(case.run(positions_every_step=True)):
+        return (
+            "you added the positions at every step: only the first queries are H + P; later "
+            "queries are the previous step's output as it is."
+        )
+    if same(case.run(positions_in_keys=True)):
+        return (
+            "absolute positions reached the keys and values too (an in-place `+=` on H does "
+            "that): only the queries carry them, I = H + P; keys and values are H."
+        )
+    if same(case.run(self_attention=True)):
+        return (
+            "keys and values changed from step to step (you ran last_layer(query) as a plain "
+            "layer): every step reads the same H as keys and values, last_layer(H, query_states=q)."
+        )
+    if same(case.run(swapped=True)):
+        return (
+            "the roles are swapped: last_layer(x, query_states=q) asks the queries from q and "
+            "reads keys and values from x. The queries carry the positions; H is x."
+        )
+    if same(case.run(positions_at_end=True)):
+        return (
+            "you added the positions after the decoder: they must enter the first queries, so "
+            "that the layer can choose what to read given where each token stands."
+        )
+    for start in range(-n - 1, 0):
+        if start != -2 and same(case.run(start=start)):
+            which = "the encoder's output" if start == -1 else f"hidden_states[{start}]"
+            return (
+                f"you started from {which}; the decoder re-runs the LAST layer, so H is the state "
+                f"that enters it: hidden_states[-2] (the model has {n} layers here)."
+            )
+    for steps in range(0, case.steps + 3):
+        if steps != case.steps and same(case.run(steps=steps)):
+            return (
+                f"you ran the layer {steps} time(s); this model asks for steps = {case.steps} "
+                "(use the argument, not a number)."
+            )
+    return (
+        "not the decoder's output. The recipe: H = the state entering the last layer, first "
+        "queries H + P, then `steps` passes of last_layer with H as keys and values, each pass's "
+        "output becoming the next queries."
+    )
+
+
+def check_enhanced_mask_decoder(enhanced_mask_decoder: Callable) -> None:
+    """`enhanced_mask_decoder(last_layer, hidden_states, position_table, steps)` -> the states
+    DeBERTa's MLM head reads (He et al. 2021, sec. 3.2, as in Microsoft's code): H =
+    hidden_states[-2], first queries H + P, `steps` passes of the last layer over keys/values H.
+    Run on models of several depths and step counts, a padded batch included."""
+    worst = 0.0
+    for seed, (layers, steps) in enumerate(_EMD_CASES):
+        case = _EmdCase(layers, steps, seed)
+        hidden_states = tuple(h.clone() for h in case.hidden_states)
+        table = case.table.clone()
+        got = _as_tensor(
+            run_learner_code(enhanced_mask_decoder, case.last_layer, hidden_states, table, steps),
+            "enhanced_mask_decoder",
+        )
+        expect(
+            tuple(got.shape) == tuple(case.want.shape),
+            f"return one state per token, [batch, seq, hidden] = {tuple(case.want.shape)}; got "
+            f"{tuple(got.shape)}.",
+        )
+        got = got.detach()
+        if not all(torch.equal(a, b) for a, b in zip(hidden_states, case.hidden_states)):
+            raise ExerciseError(
+                "your function changed `hidden_states` in place (an in-place `+=` on H?): H is "
+                "also the keys and values of every step, so add the positions into a new tensor."
+            )
+        expect(torch.equal(table, case.table), "your function changed the position table.")
+        if not torch.allclose(got, case.want, atol=1e-5):
+            raise ExerciseError(f"({layers} layers, steps = {steps}) {_emd_diagnosis(case, got)}")
+        with torch.no_grad():
+            logits = case.model.mlm_head(got)
+        worst = max(worst, (logits - case.logits).abs().max().item())
+    passed(
+        f"your decoder feeds the MLM head exactly what DebertaForMaskedLM's does (largest logit "
+        f"difference {worst:.1e}) for {len(_EMD_CASES)} depths and step counts, padding included."
     )
