@@ -323,7 +323,7 @@ GARBAGE = {
 
 
 def test_all_checkers_are_covered():  # update the count when a chapter adds a checker
-    assert len(ALL_CHECKERS) == 26
+    assert len(ALL_CHECKERS) == 29
 
 
 @pytest.mark.usefixtures("one_thread")

@@ -6,10 +6,14 @@ import copy
 import pytest
 from torch import nn
 
+from course_lib.config import AlbertConfig
+from course_lib.counting import count_parameters
 from course_lib.exercises import ExerciseError
 from course_lib.exercises.albert import (
     check_albert_parameters,
+    check_embedding_size_for_budget,
     check_factorized_embeddings,
+    check_partial_sharing,
     check_shared_layers,
     check_sop_pairs,
 )
@@ -232,3 +236,210 @@ def test_the_mistake_helper_is_right_without_a_mistake():
 def test_albert_checker_names_the_mistake(wrong, message):
     with pytest.raises(ExerciseError, match=message):
         check_albert_parameters(wrong)
+
+
+# --- exercise 5 (design): the largest E within a parameter budget -------------------------------
+
+
+def solve_for_e(count):
+    """largest_embedding_size from a count(V, E, H, L, I, P, T, sharing), in closed form: the
+    count is linear in E below H, so the answer is one floor division (capped at H - 1)."""
+
+    def largest(budget, V, H, L, I, P, T, sharing):  # noqa: E741
+        at_one = count(V, 1, H, L, I, P, T, sharing)
+        per_unit = count(V, 2, H, L, I, P, T, sharing) - at_one
+        if per_unit <= 0:  # a count that does not grow with E: every E fits
+            return H - 1 if at_one <= budget else None
+        E = (budget - at_one) // per_unit + 1  # noqa: N806
+        return min(E, H - 1) if E >= 1 else None
+
+    return largest
+
+
+def library_count(V, E, H, L, I, P, T, sharing):  # noqa: E741
+    config = AlbertConfig(
+        vocab_size=V,
+        embedding_size=E,
+        hidden_size=H,
+        num_hidden_layers=L,
+        intermediate_size=I,
+        max_position_embeddings=P,
+        type_vocab_size=T,
+        num_attention_heads=1,
+        sharing=sharing,
+    )
+    return count_parameters(config, "AlbertModel")["total"]
+
+
+def search_with_library(budget, V, H, L, I, P, T, sharing):  # noqa: E741
+    """A learner who searches upward with count_parameters (slow but exact)."""
+    best = None
+    for E in range(1, H):  # noqa: N806
+        if library_count(V, E, H, L, I, P, T, sharing) > budget:
+            break
+        best = E
+    return best
+
+
+def test_budget_checker_accepts_a_closed_form_and_a_search():
+    check_embedding_size_for_budget(solve_for_e(good_albert))
+    check_embedding_size_for_budget(search_with_library)
+
+
+def counting(**mistake):
+    """good_albert with one typical counting mistake switched on."""
+
+    def count(V, E, H, L, I, P, T, sharing):  # noqa: E741
+        b = 0 if mistake.get("no_biases") else 1
+        ln = 0 if mistake.get("no_layer_norms") else 1
+        word = V * H if mistake.get("word_table_h") else V * E
+        tables = word + (0 if mistake.get("no_position_tables") else (P + T) * E)
+        projection = 0 if mistake.get("no_projection") else E * H + b * H
+        embeddings = tables + ln * 2 * E + projection
+        attention = 4 * (H * H + b * H) + ln * 2 * H
+        ffn = H * I + b * I + I * H + b * H + ln * 2 * H
+        sharing = mistake.get("sharing", sharing)
+        n_attention = 1 if sharing in ("all", "attention") else L
+        n_ffn = 1 if sharing in ("all", "ffn") else L
+        return embeddings + n_attention * attention + n_ffn * ffn + H * H + b * H
+
+    return solve_for_e(count)
+
+
+def strict_boundary(budget, *shape):
+    """Keeps E only while its count is BELOW the budget."""
+    return search_with_library(budget - 1, *shape)
+
+
+def first_that_does_not_fit(budget, V, H, L, I, P, T, sharing):  # noqa: E741
+    got = solve_for_e(good_albert)(budget, V, H, L, I, P, T, sharing)
+    return 1 if got is None else got + 1
+
+
+def uncapped(budget, V, H, L, I, P, T, sharing):  # noqa: E741
+    at_one = good_albert(V, 1, H, L, I, P, T, sharing)
+    per_unit = good_albert(V, 2, H, L, I, P, T, sharing) - at_one
+    E = (budget - at_one) // per_unit + 1  # noqa: N806
+    return E if E >= 1 else None
+
+
+def zero_when_nothing_fits(*args):
+    got = solve_for_e(good_albert)(*args)
+    return 0 if got is None else got
+
+
+def true_division(budget, V, H, L, I, P, T, sharing):  # noqa: E741
+    at_one = good_albert(V, 1, H, L, I, P, T, sharing)
+    per_unit = good_albert(V, 2, H, L, I, P, T, sharing) - at_one
+    return min((budget - at_one) / per_unit + 1, H - 1)
+
+
+def one_too_small(*args):
+    got = solve_for_e(good_albert)(*args)
+    return None if got is None else got - 1
+
+
+def test_the_counting_helper_is_right_without_a_mistake():
+    check_embedding_size_for_budget(counting())
+
+
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        (stub, "not implemented yet"),
+        (counting(no_projection=True), "leaves out the E -> H projection"),
+        (counting(word_table_h=True), "V x H word table"),
+        (counting(no_position_tables=True), "position and segment tables"),
+        (counting(no_biases=True, no_layer_norms=True), "weight matrices only"),
+        (counting(no_biases=True), "leaves out the biases"),
+        (counting(no_layer_norms=True), "leaves out the LayerNorms"),
+        (counting(sharing="none"), "ignores `sharing`"),
+        (strict_boundary, r"needs exactly .* within the budget .* off-by-one at the boundary"),
+        (first_that_does_not_fit, "over the budget. Return the last E that fits"),
+        (uncapped, "E must stay below H=256"),
+        (zero_when_nothing_fits, r"return None when nothing fits \(0 is not"),
+        (true_division, "divide with // and not /"),
+        (one_too_small, r"return E=137, expected 138: E=138 still fits"),
+    ],
+)
+def test_budget_checker_names_the_mistake(wrong, message):
+    with pytest.raises(ExerciseError, match=message):
+        check_embedding_size_for_budget(wrong)
+
+
+# --- exercise 6 (design): partial sharing in real encoder layers --------------------------------
+
+SHARES = {
+    "all": ("attention", "attention_norm", "feed_forward", "output_norm"),
+    "attention": ("attention", "attention_norm"),
+    "ffn": ("feed_forward", "output_norm"),
+    "none": (),
+}
+
+
+def good_partial(layers, sharing):
+    for layer in layers[1:]:
+        for name in SHARES[sharing]:
+            setattr(layer, name, getattr(layers[0], name))
+    return layers
+
+
+def test_partial_sharing_checker_accepts_tied_sublayers_and_whole_layers():
+    check_partial_sharing(good_partial)
+
+    def whole_layer_for_all(layers, sharing):
+        if sharing == "all":
+            return nn.ModuleList(layers[0] for _ in layers)
+        return good_partial(layers, sharing)
+
+    check_partial_sharing(whole_layer_for_all)
+
+
+def sharing_with(names, owner=0, copy_values=False):
+    def share(layers, sharing):
+        for i, layer in enumerate(layers):
+            if i == owner % len(layers):
+                continue
+            for name in names.get(sharing, SHARES[sharing]):
+                if copy_values:
+                    getattr(layer, name).load_state_dict(getattr(layers[owner], name).state_dict())
+                else:
+                    setattr(layer, name, getattr(layers[owner], name))
+        return layers
+
+    return share
+
+
+def whole_layers(layers, sharing):
+    if sharing == "none":
+        return layers
+    return nn.ModuleList(layers[0] for _ in layers)
+
+
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        (stub, "not implemented yet"),
+        (sharing_with({}, copy_values=True), "a copy is trained separately"),
+        (
+            sharing_with({"attention": ("attention",)}),
+            r"`attention_norm` is its own, but it is part of the attention sublayer",
+        ),
+        (
+            sharing_with({"ffn": ("feed_forward",)}),
+            r"`output_norm` is its own, but it is part of the feed-forward sublayer",
+        ),
+        (
+            sharing_with({"attention": SHARES["ffn"], "ffn": SHARES["attention"]}),
+            "'attention' and 'ffn' are swapped",
+        ),
+        (whole_layers, "every entry is the whole layer 0.*that is sharing='all'"),
+        (sharing_with({}, owner=-1), "the first layer owns what is shared"),
+        (sharing_with({"none": ("attention",)}), "keeps each layer.s own `attention`"),
+        (lambda layers, sharing: list(good_partial(layers, sharing)), "nn.ModuleList"),
+        (lambda layers, sharing: good_partial(layers, sharing)[:-1], "one entry per applied"),
+    ],
+)
+def test_partial_sharing_checker_names_the_mistake(wrong, message):
+    with pytest.raises(ExerciseError, match=message):
+        check_partial_sharing(wrong)

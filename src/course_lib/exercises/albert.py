@@ -1,5 +1,6 @@
 """Chapter 03 exercise checkers: the factorized embedding count, sentence-order pairs, a shared
-layer stack, and ALBERT's whole parameter count with a sharing strategy."""
+layer stack, ALBERT's whole parameter count with a sharing strategy, and two design tasks: the
+largest embedding size E within a parameter budget, and partial sharing in real encoder layers."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import random
 from collections.abc import Callable
 from typing import Any
 
+import torch
 from torch import nn
 
 from course_lib.config import AlbertConfig
@@ -20,6 +22,8 @@ from course_lib.exercises.core import (
     run_learner_code,
 )
 from course_lib.models.albert import AlbertEmbeddings
+from course_lib.modules.encoder import EncoderLayer
+from course_lib.modules.sharing import SUBLAYERS, SharedEncoder, sharing_plan
 
 
 def _embedding_module_parameters(V: int, E: int, H: int, P: int, T: int) -> int:  # noqa: N803
@@ -214,25 +218,32 @@ def _albert_count(
     sublayer_ln: bool = True,
     embedding_ln: bool = True,
     embedding_ln_size: str = "E",
+    embedding_projection: bool = True,
+    position_tables: bool = True,
+    word_table_h: bool = False,
+    biases: bool = True,
     projections: int = 4,
     pooler: bool = True,
     bert_embeddings: bool = False,
     sharing_as: str | None = None,
 ) -> int:
     """AlbertModel's parameters (one group), with switches that reproduce the typical mistakes."""
+    b = 1 if biases else 0
     if bert_embeddings:
         embeddings = (V + P + T) * H + 2 * H
     else:
         ln = (2 * E if embedding_ln_size == "E" else 2 * H) if embedding_ln else 0
-        embeddings = (V + P + T) * E + ln + E * H + H
+        tables = (V * H if word_table_h else V * E) + ((P + T) * E if position_tables else 0)
+        embeddings = tables + ln + ((E * H + b * H) if embedding_projection else 0)
     rule = sharing if sharing_as is None else sharing_as
     n_attention = 1 if rule in ("all", "attention") else L
     n_ffn = 1 if rule in ("all", "ffn") else L
-    attention = projections * (H * H + H)
-    ffn = H * I + I + I * H + H
+    attention = projections * (H * H + b * H)
+    ffn = H * I + b * I + I * H + b * H
     ln = 2 * H if sublayer_ln else 0
     lns = 2 * L * ln if ln_per_applied_layer else (n_attention + n_ffn) * ln
-    return embeddings + n_attention * attention + n_ffn * ffn + lns + (H * H + H if pooler else 0)
+    pooler_count = H * H + b * H if pooler else 0
+    return embeddings + n_attention * attention + n_ffn * ffn + lns + pooler_count
 
 
 _SWAP = {"attention": "ffn", "ffn": "attention", "all": "all", "none": "none"}
@@ -355,4 +366,338 @@ def check_albert_parameters(albert_parameters: Callable) -> None:
             if hints
             else ". Compare term by term with count_parameters(config)."
         )
+    )
+
+
+# --- design: the largest embedding size E within a parameter budget -----------------------------
+
+_BUDGET_SHAPES: dict[str, tuple[int, int, int, int, int, int]] = {
+    # name: (V, H, L, I, P, T)
+    "base": (30000, 768, 12, 3072, 512, 2),
+    "small": (5000, 256, 6, 1024, 128, 2),
+}
+
+
+def _exact_albert_count(
+    V: int,  # noqa: N803
+    E: int,  # noqa: N803
+    H: int,  # noqa: N803
+    L: int,  # noqa: N803
+    I: int,  # noqa: E741, N803
+    P: int,  # noqa: N803
+    T: int,  # noqa: N803
+    sharing: str,
+) -> int:
+    """AlbertModel's parameters from the library's counter (the truth the checker trusts)."""
+    config = config_from_letters(
+        AlbertConfig, V=V, E=E, H=H, L=L, I=I, P=P, T=T, num_attention_heads=1, sharing=sharing
+    )
+    return count_parameters(config, "AlbertModel")["total"]
+
+
+def _largest_fitting(count: Callable[[int], int], budget: int, H: int) -> int | None:  # noqa: N803
+    """The largest E in 1..H-1 with count(E) <= budget (count grows with E there), else None."""
+    if count(1) > budget:
+        return None
+    low, high = 1, H - 1  # count(low) <= budget; find the last E that fits
+    while low < high:
+        mid = (low + high + 1) // 2
+        low, high = (mid, high) if count(mid) <= budget else (low, mid - 1)
+    return low
+
+
+def _budget_cases() -> list[tuple[int, int, int, int, int, int, int, str]]:
+    """(budget, V, H, L, I, P, T, sharing): round budgets, a budget that is exactly the count at
+    some E and one parameter below it, one too small for E = 1 and one too large to bind."""
+    base, small = _BUDGET_SHAPES["base"], _BUDGET_SHAPES["small"]
+    exact = _exact_albert_count(base[0], 256, *base[1:], "all")
+    exact_small = _exact_albert_count(small[0], 96, *small[1:], "ffn")
+    return [
+        (12_000_000, *base, "all"),
+        (exact, *base, "all"),
+        (exact - 1, *base, "all"),
+        (95_000_000, *base, "none"),
+        (3_000_000, *small, "attention"),
+        (exact_small, *small, "ffn"),
+        (7_000_000, *base, "all"),
+        (100_000_000, *small, "all"),
+    ]
+
+
+# Each typical mistake as the count it uses (switches of _albert_count) and what to say.
+_BUDGET_MISTAKES: tuple[tuple[dict, str], ...] = (
+    (
+        {"embedding_projection": False},
+        "your count leaves out the E -> H projection (E x H weights + H bias): every unit of E "
+        "costs V + P + T + 2 + H parameters, not V + P + T + 2",
+    ),
+    (
+        {"word_table_h": True},
+        "your count has a V x H word table: in ALBERT the word table is V x E (that is the whole "
+        "point of the factorization), so E multiplies V",
+    ),
+    (
+        {"position_tables": False},
+        "your count leaves out the position and segment tables: they are E-wide too, (P + T) x E",
+    ),
+    (
+        {"biases": False, "sublayer_ln": False, "embedding_ln": False},
+        "your count has the weight matrices only: add the biases (of every linear layer, the "
+        "projection and the pooler included) and the LayerNorms (2E after the embeddings, 2H per "
+        "distinct sublayer)",
+    ),
+    (
+        {"biases": False},
+        "your count leaves out the biases (one per output of every linear layer)",
+    ),
+    (
+        {"sublayer_ln": False, "embedding_ln": False},
+        "your count leaves out the LayerNorms (2E after the embeddings, 2H per distinct sublayer)",
+    ),
+    ({"pooler": False}, "your count leaves out the pooler (H x H + H)"),
+    (
+        {"sharing_as": "none"},
+        "your count ignores `sharing`: a shared sublayer is counted once, so sharing leaves "
+        "room for a much larger E",
+    ),
+    (
+        {"sharing_as": "swap"},
+        "'attention' and 'ffn' are swapped: sharing='attention' shares the attention sublayers "
+        "(the feed-forward ones stay per layer), sharing='ffn' the reverse",
+    ),
+)
+
+
+def check_embedding_size_for_budget(largest_embedding_size: Callable) -> None:
+    """`largest_embedding_size(budget, V, H, L, I, P, T, sharing)` -> the largest E in 1..H-1
+    whose AlbertModel (pooler included, one group) has at most `budget` parameters; None if none."""
+    results = []
+    for case in _budget_cases():
+        budget, V, H, L, I, P, T, sharing = case  # noqa: N806, E741
+
+        def count(E: int, V=V, H=H, L=L, I=I, P=P, T=T, sharing=sharing) -> int:  # noqa: N803, E741
+            return _exact_albert_count(V, E, H, L, I, P, T, sharing)
+
+        expected = _largest_fitting(count, budget, H)
+        got = run_learner_code(largest_embedding_size, budget, V, H, L, I, P, T, sharing)
+        expect(
+            got is None or (isinstance(got, numbers.Integral) and not isinstance(got, bool)),
+            f"return an int (or None when nothing fits), got {got!r} ({type(got).__name__}); "
+            "with a closed form, divide with // and not /.",
+        )
+        results.append((case, count, got, expected))
+    wrong = [r for r in results if r[2] != r[3]]
+    if not wrong:
+        base = next(got for case, _, got, _ in results if case[0] == 12_000_000)
+        passed(
+            f"the largest E for every budget, boundary and sharing strategy; a 12M budget at "
+            f"ALBERT-base's shape (all-shared) allows E = {base}."
+        )
+        return
+
+    def mistaken(case: tuple[Any, ...], flags: dict) -> int | None:
+        budget, V, H, L, I, P, T, sharing = case  # noqa: N806, E741
+        if flags.get("sharing_as") == "swap":
+            flags = {**flags, "sharing_as": _SWAP[sharing]}
+        return _largest_fitting(
+            lambda E: _albert_count(V, E, H, L, I, P, T, sharing, **flags),  # noqa: N803
+            budget,
+            H,
+        )
+
+    hints = [
+        hint
+        for flags, hint in _BUDGET_MISTAKES
+        if all(got == mistaken(case, flags) for case, _, got, _ in results)
+    ]
+    (budget, V, H, L, I, P, T, sharing), count, got, expected = wrong[0]  # noqa: N806, E741
+    where = (
+        f"for budget={budget:,}, V={V}, H={H}, L={L}, I={I}, P={P}, T={T}, sharing={sharing!r} "
+        f"you return E={got}, expected {expected}"
+    )
+    if hints:
+        raise ExerciseError(f"{where}: {'; '.join(hints)}.")
+    if expected is None:
+        expect(
+            got != 0,
+            f"{where}: even E = 1 needs {count(1):,} parameters, over the budget; return None "
+            "when nothing fits (0 is not an embedding size).",
+        )
+        raise ExerciseError(
+            f"{where}: even E = 1 needs {count(1):,} parameters, over the budget; return None "
+            "when nothing fits."
+        )
+    if got is None:
+        raise ExerciseError(
+            f"{where}: E={expected} fits ({count(expected):,} <= {budget:,} parameters)."
+        )
+    if got >= H:
+        raise ExerciseError(
+            f"{where}: E must stay below H={H}: the factorization exists to make E smaller than "
+            f"H (E >= H only adds parameters), so cap the answer at H - 1 = {H - 1}."
+        )
+    if got < 1:
+        raise ExerciseError(f"{where}: an embedding size is at least 1.")
+    used = count(got)
+    if used > budget:
+        raise ExerciseError(
+            f"{where}: E={got} needs {used:,} parameters, {used - budget:,} over the budget. "
+            "Return the last E that fits, not the first that does not."
+        )
+    after = count(got + 1)
+    if after == budget:
+        raise ExerciseError(
+            f"{where}: E={got + 1} needs exactly {budget:,} parameters, which is within the "
+            "budget (at most `budget`, so `<=`): an off-by-one at the boundary."
+        )
+    raise ExerciseError(
+        f"{where}: E={got + 1} still fits ({after:,} <= {budget:,} parameters). How much does one "
+        "more unit of E cost?"
+    )
+
+
+# --- design: partial sharing in real encoder layers ---------------------------------------------
+
+_OWNS_WITH = {
+    "attention": "attention",
+    "attention_norm": "attention",
+    "feed_forward": "ffn",
+    "output_norm": "ffn",
+}
+_SHARED = {
+    "all": {"attention", "ffn"},
+    "attention": {"attention"},
+    "ffn": {"ffn"},
+    "none": set(),
+}
+
+
+def _sharing_config(sharing: str) -> AlbertConfig:
+    return config_from_letters(
+        AlbertConfig, V=50, E=8, H=16, L=4, I=32, P=16, T=2, num_attention_heads=2, sharing=sharing
+    )
+
+
+def _layer_parameters(config: AlbertConfig) -> int:
+    """The encoder layers' share of count_parameters: attention, feed-forward, their LayerNorms."""
+    counts = count_parameters(config, "AlbertModel")
+    embedding_norm = 2 * config.embedding_size  # counted under layer_norm, not in the layers
+    return counts["attention"] + counts["feed_forward"] + counts["layer_norm"] - embedding_norm
+
+
+def _same_values(a: nn.Module, b: nn.Module) -> bool:
+    return all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
+
+
+def check_partial_sharing(share_sublayers: Callable) -> None:
+    """`share_sublayers(layers, sharing)` -> nn.ModuleList of the same L EncoderLayers in which
+    what `sharing` shares is layer 0's module (the same object) everywhere; the rest stays own."""
+    for sharing in ("attention", "ffn", "all", "none"):
+        config = _sharing_config(sharing)
+        L = config.num_hidden_layers  # noqa: N806
+        torch.manual_seed(0)
+        originals = [EncoderLayer(config) for _ in range(L)]
+        # each layer's own sublayers, recorded before the learner reassigns attributes in place
+        built = [{name: getattr(layer, name) for name in SUBLAYERS} for layer in originals]
+        got = run_learner_code(share_sublayers, nn.ModuleList(originals), sharing)
+        expect(
+            isinstance(got, nn.ModuleList),
+            f"return an nn.ModuleList (so PyTorch registers the layers), got {type(got).__name__}.",
+        )
+        expect(
+            len(got) == L,
+            f"sharing={sharing!r}: the list must still hold one entry per applied layer ({L}), "
+            f"got {len(got)}.",
+        )
+        shared = _SHARED[sharing]
+        if sharing in ("attention", "ffn") and all(layer is got[0] for layer in got):
+            raise ExerciseError(
+                f"sharing={sharing!r}: every entry is the whole layer 0, which shares the "
+                f"{'feed-forward' if sharing == 'attention' else 'attention'} sublayer too: that "
+                "is sharing='all'. Share the sublayer modules, keep the layers."
+            )
+        for name in SUBLAYERS:
+            should_share = _OWNS_WITH[name] in shared
+            first = getattr(got[0], name)
+            for i in range(1, L):
+                module = getattr(got[i], name)
+                if should_share and module is not first:
+                    partner = "attention" if name == "attention_norm" else "feed_forward"
+                    if name.endswith("norm") and getattr(got[i], partner) is getattr(
+                        got[0], partner
+                    ):
+                        raise ExerciseError(
+                            f"sharing={sharing!r}: layer {i}'s `{name}` is its own, but it is "
+                            f"part of the {partner.replace('_', '-')} sublayer "
+                            "(x = LayerNorm(x + Sublayer(x))): a shared sublayer shares its "
+                            "LayerNorm too."
+                        )
+                    if _same_values(module, first):
+                        raise ExerciseError(
+                            f"sharing={sharing!r}: layer {i}'s `{name}` holds the same values as "
+                            "layer 0's but is a different object: a copy is trained separately "
+                            "(and counted again). Assign the module itself, "
+                            f"`layers[{i}].{name} = layers[0].{name}`."
+                        )
+                    other = "attention" if _OWNS_WITH[name] == "ffn" else "ffn"
+                    if sharing != "all" and all(
+                        getattr(got[j], n) is getattr(got[0], n)
+                        for j in range(L)
+                        for n in SUBLAYERS
+                        if _OWNS_WITH[n] == other
+                    ):
+                        raise ExerciseError(
+                            f"'attention' and 'ffn' are swapped: sharing={sharing!r} shares the "
+                            f"{'attention' if sharing == 'attention' else 'feed-forward'} "
+                            "sublayer (its module and its LayerNorm) and keeps the other per layer."
+                        )
+                    raise ExerciseError(
+                        f"sharing={sharing!r}: layer {i}'s `{name}` should be layer 0's (the same "
+                        "object)."
+                    )
+                if not should_share and module is first:
+                    raise ExerciseError(
+                        f"sharing={sharing!r}: layer {i}'s `{name}` is layer 0's, but "
+                        f"sharing={sharing!r} keeps each layer's own `{name}`."
+                    )
+        for i in range(L):
+            for name in SUBLAYERS:
+                owner = 0 if _OWNS_WITH[name] in shared else i
+                why = " (the first layer owns what is shared)" if owner == 0 else ""
+                expect(
+                    getattr(got[i], name) is built[owner][name],
+                    f"sharing={sharing!r}: layer {i}'s `{name}` should be the one layer {owner} "
+                    f"was built with{why}.",
+                )
+        # the proof, twice: the exact count, and the outputs of ALBERT's own shared encoder
+        expected = _layer_parameters(config)
+        n_params = sum(p.numel() for p in got.parameters())
+        expect(
+            n_params == expected,
+            f"sharing={sharing!r}: your layers hold {n_params:,} parameters; count_parameters "
+            f"says {expected:,}.",
+        )
+        reference = SharedEncoder(config)
+        for i, (i_attention, i_ffn) in enumerate(sharing_plan(L, sharing=sharing)):
+            for name in SUBLAYERS:
+                owner = i_attention if _OWNS_WITH[name] == "attention" else i_ffn
+                getattr(reference.layers[i], name).load_state_dict(built[owner][name].state_dict())
+        x = torch.randn(2, 5, config.hidden_size, generator=torch.Generator().manual_seed(1))
+        ours, theirs = x, x
+        with torch.no_grad():
+            for layer in got:
+                ours = layer(ours)[0]
+            for layer in reference.layers:
+                theirs = layer(theirs)[0]
+        expect(
+            torch.allclose(ours, theirs, atol=1e-6),
+            f"sharing={sharing!r}: the output differs from ALBERT's SharedEncoder with the same "
+            "weights.",
+        )
+    n = {s: _layer_parameters(_sharing_config(s)) for s in ("none", "attention", "ffn", "all")}
+    passed(
+        "shared by identity, with layer 0's weights; your four layers (H = 16, I = 32) hold "
+        f"{n['none']:,} parameters unshared, {n['attention']:,} sharing the attention, "
+        f"{n['ffn']:,} sharing the feed-forward and {n['all']:,} sharing all, as count_parameters "
+        "says, and give SharedEncoder's outputs."
     )
