@@ -189,24 +189,35 @@ def pointer_config(sharing: str, layers: int, hidden: int | None = None) -> Albe
     )
 
 
-def _pointer_accuracy(
+def train_pointer_model(
     seed: int, sharing: str, layers: int, hops: int, steps: int, batch: int, device: torch.device
-) -> float:
-    """Train one arm to output f^hops(x) at every position x; held-out accuracy (512 rows)."""
+) -> AlbertForMaskedLM:
+    """Train one arm to output f^hops(x) at every position x (the seed fixes data and init)."""
     generator = seed_everything(seed)
     model = AlbertForMaskedLM(pointer_config(sharing, layers)).to(device)
 
-    def logits_of(ids: Tensor) -> Tensor:
-        return model.mlm_head(model.backbone(ids.to(device)).last_hidden_state)  # (B, T, V)
-
     def step_loss(_step: int) -> Tensor:
         ids, answers = sample_pointers(batch, generator, hops)
-        return F.cross_entropy(logits_of(ids).flatten(0, 1), answers.to(device).flatten())
+        logits = pointer_logits(model, ids.to(device))  # (B, T, V)
+        return F.cross_entropy(logits.flatten(0, 1), answers.to(device).flatten())
 
     fit(model, step_loss, steps, lr=LR)
+    return model
+
+
+def pointer_logits(model: AlbertForMaskedLM, ids: Tensor) -> Tensor:
+    """(B, T, V) logits of the pointer task at every position."""
+    return model.mlm_head(model.backbone(ids).last_hidden_state)
+
+
+def _pointer_accuracy(
+    seed: int, sharing: str, layers: int, hops: int, steps: int, batch: int, device: torch.device
+) -> float:
+    """Train one arm; held-out accuracy of f^hops(x) over 512 rows."""
+    model = train_pointer_model(seed, sharing, layers, hops, steps, batch, device)
     ids, answers = sample_pointers(512, torch.Generator().manual_seed(20_000 + seed), hops)
     with torch.no_grad():
-        predicted = logits_of(ids).argmax(-1).cpu()
+        predicted = pointer_logits(model, ids.to(device)).argmax(-1).cpu()
     return float((predicted == answers).float().mean())
 
 
