@@ -97,6 +97,16 @@ def test_ablation_script(fast_teacher, tmp_path):
     path.write_text(json.dumps({**result, "paired_deltas": {}}))
     distil_ablation.main(["--restat", "--out", str(tmp_path)])
     assert strict_json(path)["paired_deltas"] == result["paired_deltas"]
+    # --merge: rerun two variants; the saved runs of the others stay, the rerun reproduces.
+    teacher = ["--teacher", str(fast_teacher / "distil_teacher"), "--out", str(tmp_path)]
+    merged = distil_ablation.main(
+        ["--fast", "--variants", "triple loss", "L_ce all tokens", "--merge", *teacher]
+    )
+    assert sorted(r["variant"] for r in merged["runs"]) == sorted(distil_ablation.ABLATIONS)
+    assert merged["reproduced"] == {"triple loss seed 0": 0.0, "L_ce all tokens seed 0": 0.0}
+    assert merged["paired_deltas"] == result["paired_deltas"]
+    with pytest.raises(SystemExit, match="add --merge"):  # a subset alone cannot be compared
+        distil_ablation.main(["--fast", "--variants", "no L_ce", *teacher])
 
 
 def test_statistics_helpers():

@@ -42,7 +42,15 @@ from distil_common import (
 
 from course_lib.stats import RULE
 
-ABLATIONS = ("triple loss", "no L_ce", "no L_cos", "no L_mlm", "random init")
+ABLATIONS = (
+    "triple loss",
+    "no L_ce",
+    "no L_cos",
+    "no L_mlm",
+    "random init",
+    "L_ce all tokens",
+    "teacher init, MLM only",
+)
 METRICS = ("task_accuracy", "eval_mlm_accuracy", "eval_mlm_loss")
 
 
@@ -56,6 +64,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=RESULTS_DIR, help="folder for the outputs")
     p.add_argument(
         "--fast", action="store_true", help="a few steps, one seed: checks the script runs"
+    )
+    p.add_argument(
+        "--variants",
+        nargs="+",
+        choices=ABLATIONS,
+        default=list(ABLATIONS),
+        help="train only these variants (with --merge: keep the others' runs from <out>)",
+    )
+    p.add_argument(
+        "--merge",
+        action="store_true",
+        help="merge the new runs into <out>/distil_ablation.json (runs are paired by seed)",
     )
     p.add_argument(
         "--plot-only", action="store_true", help="redraw <out>/distil_ablation.png from its JSON"
@@ -101,6 +121,11 @@ def main(argv: list[str] | None = None) -> dict:
         figure.savefig(args.out / "distil_ablation.png", dpi=80, bbox_inches="tight")
         plt.close(figure)
         return payload
+    if not args.merge and set(args.variants) != set(ABLATIONS):
+        raise SystemExit(
+            "every variant is compared with the triple loss: run them all, or add --merge to "
+            "keep the saved runs of the others."
+        )
     torch.set_num_threads(args.threads)
     steps = 6 if args.fast else args.steps
     ft_steps = 4 if args.fast else args.finetune_steps
@@ -114,7 +139,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     runs: list[dict] = []
     for seed in seeds_for(args.fast, args.seeds):
-        for variant in ABLATIONS:
+        for variant in args.variants:
             student, info = pretrain_student(teacher, data, variant, steps, seed)
             info.update(finetune(student, task, ft_steps, seed))
             runs.append(info)
@@ -122,6 +147,15 @@ def main(argv: list[str] | None = None) -> dict:
                 f"seed {seed} {variant}: " + str({k: v for k, v in info.items() if k != "history"})
             )
 
+    reproduced = None
+    if args.merge:
+        runs, reproduced = merge_runs(args.out / "distil_ablation.json", runs)
+    missing = [v for v in ABLATIONS if not any(r["variant"] == v for r in runs)]
+    if missing:
+        raise SystemExit(
+            f"no runs of {', '.join(missing)} in {args.out / 'distil_ablation.json'}: run every "
+            "variant once without --merge."
+        )
     summary = {
         variant: {m: mean_std([r[m] for r in runs if r["variant"] == variant]) for m in METRICS}
         for variant in ABLATIONS
@@ -152,6 +186,8 @@ def main(argv: list[str] | None = None) -> dict:
         "paper_table4_glue_points": PAPER_TABLE4,
         "wall_s": round(time.perf_counter() - start, 1),
     }
+    if reproduced is not None:
+        payload["reproduced"] = reproduced
     write_json(args.out / "distil_ablation.json", payload)
     figure = plot(payload)
     figure.savefig(args.out / "distil_ablation.png", dpi=80, bbox_inches="tight")
@@ -159,11 +195,33 @@ def main(argv: list[str] | None = None) -> dict:
     return payload
 
 
+def merge_runs(path: Path, new_runs: list[dict]) -> tuple[list[dict], dict[str, float]]:
+    """The saved runs with the new ones in place of any saved run of the same (variant, seed);
+    for every replaced run, how far the rerun landed from the saved one (max |difference| over
+    METRICS: 0.0 means the saved run reproduced exactly)."""
+    if not path.is_file():
+        raise SystemExit(f"{path}: nothing to merge into; run every variant first.")
+    saved = json.loads(path.read_text())["runs"]
+    fresh = {(r["variant"], r["seed"]): r for r in new_runs}
+    reproduced = {}
+    for r in saved:
+        key = (r["variant"], r["seed"])
+        if key in fresh:
+            gap = max(abs(r[m] - fresh[key][m]) for m in METRICS)
+            reproduced[f"{key[0]} seed {key[1]}"] = gap
+    kept = [r for r in saved if (r["variant"], r["seed"]) not in fresh]
+    return kept + new_runs, reproduced
+
+
 def plot(payload: dict):
     """Paired deltas against the full model (points = seeds), beside the paper's Table 4."""
-    names = list(payload["paper_table4_glue_points"])
+    names = [n for n in payload["paired_deltas"]["task_accuracy"]]  # every variant but the full
+    paper = payload["paper_table4_glue_points"]
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
-    axes[0].barh(names, [payload["paper_table4_glue_points"][n] for n in names], color="#888888")
+    axes[0].barh(names, [paper.get(n, 0.0) for n in names], color="#888888")
+    for i, n in enumerate(names):
+        if n not in paper:
+            axes[0].text(0.05, i, "not in Table 4", va="center", fontsize=8, color="0.4")
     axes[0].set(title="paper: Δ GLUE macro-score (points)", xlabel="points")
     for ax, metric, scale, label in (
         (axes[1], "task_accuracy", 100, "here: Δ topic-task accuracy (points)"),

@@ -77,6 +77,12 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "random init": dict(alpha_ce=5.0, alpha_mlm=2.0, alpha_cos=1.0, init="random"),
     # Not a distillation: the same student architecture, random init, MLM loss only.
     "scratch": dict(alpha_ce=0.0, alpha_mlm=1.0, alpha_cos=0.0, init="random"),
+    # The reference script's default L_ce: every real token, not only the masked ones.
+    "L_ce all tokens": dict(
+        alpha_ce=5.0, alpha_mlm=2.0, alpha_cos=1.0, init="teacher", restrict_ce_to_mask=False
+    ),
+    # The fourth corner of "distilled vs scratch": the teacher's layers, no soft targets.
+    "teacher init, MLM only": dict(alpha_ce=0.0, alpha_mlm=1.0, alpha_cos=0.0, init="teacher"),
 }
 
 
@@ -174,16 +180,17 @@ def pretrain_student(
     its numbers: held-out MLM loss/accuracy at the end, the logged training history."""
     spec = VARIANTS[variant]
     student = make_student(teacher, spec["init"], seed)
-    objective = None  # "scratch": the model's own MLM loss, as the teacher was trained
-    if variant != "scratch":
+    # MLM only (scratch, teacher init + MLM only): the model's own MLM loss, as the teacher's.
+    objective = None
+    if spec["alpha_ce"] or spec["alpha_cos"]:
         objective = DistillationObjective(
             teacher,
             temperature=temperature,
             alpha_ce=spec["alpha_ce"],
             alpha_mlm=spec["alpha_mlm"],
             alpha_cos=spec["alpha_cos"],
-            # The committed runs took L_ce at the masked positions only (the reference script's
-            # --restrict_ce_to_mask); the library's default, all real tokens, is a pending arm.
+            # The ablation's variants take L_ce at the masked positions only (the reference
+            # script's --restrict_ce_to_mask), except "L_ce all tokens" (the library's default).
             restrict_ce_to_mask=spec.get("restrict_ce_to_mask", True),
         )
     trainer = Trainer(
