@@ -107,6 +107,9 @@ def test_ablation_script(fast_teacher, tmp_path):
     assert merged["paired_deltas"] == result["paired_deltas"]
     with pytest.raises(SystemExit, match="add --merge"):  # a subset alone cannot be compared
         distil_ablation.main(["--fast", "--variants", "no L_ce", *teacher])
+    empty = ["--teacher", str(fast_teacher / "distil_teacher"), "--out", str(tmp_path / "new")]
+    with pytest.raises(SystemExit, match="nothing to merge into"):  # checked before training
+        distil_ablation.main(["--fast", "--variants", "no L_ce", "--merge", *empty])
 
 
 def test_statistics_helpers():

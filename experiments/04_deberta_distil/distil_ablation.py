@@ -121,6 +121,11 @@ def main(argv: list[str] | None = None) -> dict:
         figure.savefig(args.out / "distil_ablation.png", dpi=80, bbox_inches="tight")
         plt.close(figure)
         return payload
+    if args.merge and not (args.out / "distil_ablation.json").is_file():
+        raise SystemExit(
+            f"{args.out / 'distil_ablation.json'}: nothing to merge into; run every variant "
+            "once without --merge."
+        )
     if not args.merge and set(args.variants) != set(ABLATIONS):
         raise SystemExit(
             "every variant is compared with the triple loss: run them all, or add --merge to "
@@ -215,7 +220,7 @@ def merge_runs(path: Path, new_runs: list[dict]) -> tuple[list[dict], dict[str, 
 
 def plot(payload: dict):
     """Paired deltas against the full model (points = seeds), beside the paper's Table 4."""
-    names = [n for n in payload["paired_deltas"]["task_accuracy"]]  # every variant but the full
+    names = list(payload["paired_deltas"]["task_accuracy"])  # every variant but the full model
     paper = payload["paper_table4_glue_points"]
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
     axes[0].barh(names, [paper.get(n, 0.0) for n in names], color="#888888")
