@@ -474,6 +474,34 @@ class _EmdCase:
         return query + p if change.get("positions_at_end") else query
 
 
+# The typical wrong EMD answers (flags of _EmdCase.run) and what to say about each.
+_EMD_MISTAKES = {
+    "no_positions": (
+        "no absolute positions: the first queries are I = H + P (P = rows 0 .. n-1 of the table)."
+    ),
+    "positions_every_step": (
+        "you added the positions at every step: only the first queries are H + P; later "
+        "queries are the previous step's output as it is."
+    ),
+    "positions_in_keys": (
+        "absolute positions reached the keys and values too (an in-place `+=` on H does "
+        "that): only the queries carry them, I = H + P; keys and values are H."
+    ),
+    "self_attention": (
+        "keys and values changed from step to step (you ran last_layer(query) as a plain "
+        "layer): every step reads the same H as keys and values, last_layer(H, query_states=q)."
+    ),
+    "swapped": (
+        "the roles are swapped: last_layer(x, query_states=q) asks the queries from q and "
+        "reads keys and values from x. The queries carry the positions; H is x."
+    ),
+    "positions_at_end": (
+        "you added the positions after the decoder: they must enter the first queries, so "
+        "that the layer can choose what to read given where each token stands."
+    ),
+}
+
+
 def _emd_diagnosis(case: _EmdCase, got: Tensor) -> str:
     """The message for a wrong answer: the typical mistake it matches, or the general recipe."""
 
@@ -486,33 +514,9 @@ def _emd_diagnosis(case: _EmdCase, got: Tensor) -> str:
             "you returned the encoder's output unchanged (hidden_states[-1]); the decoder re-runs "
             "the last layer with absolute positions in its queries."
         )
-    if same(case.run(no_positions=True)):
-        return "no absolute positions: the first queries are I = H + P (P = rows 0 .. n-1 of the table)."
-    if same(case.run(positions_every_step=True)):
-        return (
-            "you added the positions at every step: only the first queries are H + P; later "
-            "queries are the previous step's output as it is."
-        )
-    if same(case.run(positions_in_keys=True)):
-        return (
-            "absolute positions reached the keys and values too (an in-place `+=` on H does "
-            "that): only the queries carry them, I = H + P; keys and values are H."
-        )
-    if same(case.run(self_attention=True)):
-        return (
-            "keys and values changed from step to step (you ran last_layer(query) as a plain "
-            "layer): every step reads the same H as keys and values, last_layer(H, query_states=q)."
-        )
-    if same(case.run(swapped=True)):
-        return (
-            "the roles are swapped: last_layer(x, query_states=q) asks the queries from q and "
-            "reads keys and values from x. The queries carry the positions; H is x."
-        )
-    if same(case.run(positions_at_end=True)):
-        return (
-            "you added the positions after the decoder: they must enter the first queries, so "
-            "that the layer can choose what to read given where each token stands."
-        )
+    for mistake, message in _EMD_MISTAKES.items():  # each typical mistake, rebuilt and compared
+        if same(case.run(**{mistake: True})):
+            return message
     for start in range(-n - 1, 0):
         if start != -2 and same(case.run(start=start)):
             which = "the encoder's output" if start == -1 else f"hidden_states[{start}]"
