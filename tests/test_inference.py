@@ -7,7 +7,12 @@ import torch
 from course_lib import BertConfig
 from course_lib.models import BertForMaskedLM
 from course_lib.tokenization import train_tokenizer
-from course_lib.training.inference import fill_mask, fill_mask_report, masked_word_examples
+from course_lib.training.inference import (
+    fill_mask,
+    fill_mask_report,
+    format_fill_mask_report,
+    masked_word_examples,
+)
 
 SHORT = ["the cat sat on the warm mat today", "a dog ran in the big park today"]
 LONG = ["the list of words in this sentence is long enough to need many more tokens " * 3]
@@ -48,3 +53,36 @@ def test_report_hit_means_the_answer_is_in_the_top_k():
         top = [p["token_str"] for p in fill_mask(model, tok, row["text"], top_k=4)]
         assert row["predictions"] == top
         assert row["hit"] == (row["answer"].lower() in [w.lower() for w in top])
+
+
+def test_report_format_lists_the_first_rows_and_counts_all():
+    rows = [
+        {
+            "text": f"sentence {i} [MASK]",
+            "answer": "w",
+            "predictions": ["w" if i % 2 else "x"] * 5,
+            "hit": bool(i % 2),
+        }
+        for i in range(20)
+    ]
+    full = format_fill_mask_report(rows, "after training")
+    assert full.splitlines()[0] == (
+        "after training: the hidden word is in the top 5 for 10 of 20 held-out sentences"
+    )
+    assert len(full.splitlines()) == 1 + 2 * 20
+    short = format_fill_mask_report(rows, "before training", show=3)
+    lines = short.splitlines()
+    assert lines[0].endswith("for 10 of 20 held-out sentences")  # the count covers all 20
+    assert (
+        len(lines) == 1 + 2 * 3 + 1
+        and lines[-1].strip() == "... 17 more sentences in the count above"
+    )
+    assert format_fill_mask_report(rows, show=20) == format_fill_mask_report(rows)
+
+
+def test_course_pretrain_scores_twenty_sentences_by_default():
+    from course_lib.training.cli import build_parser
+
+    args = build_parser().parse_args(["pretrain"])
+    assert args.samples == 20
+    assert build_parser().parse_args(["evaluate", "ckpt"]).samples == 20

@@ -107,7 +107,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--threads", type=int, default=None, help="CPU threads (default: torch's choice)"
     )
     p.add_argument(
-        "--samples", type=int, default=6, help="fill-mask samples shown before and after"
+        "--samples",
+        type=int,
+        default=20,
+        help="held-out sentences scored by fill-mask before and after (a fixed seeded draw)",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar (logs only)")
 
@@ -124,7 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument(
         "--corpus", default=None, help="default: the corpus the checkpoint was trained on"
     )
-    e.add_argument("--samples", type=int, default=8)
+    e.add_argument("--samples", type=int, default=20)
     e.add_argument("--device", default="auto")
     from course_lib.training.export_cli import add_parsers  # export, import
 
@@ -523,7 +526,9 @@ def _pretrain(plan: _Plan, corpus: Any) -> int:
     if plan.resume_dir is not None:
         _print(f"resumed from {plan.resume_dir} at step {trainer.step}", main=main)
     elif main and args.samples:
-        _print_samples(run, sentences, args.samples, recipe.max_length, "before training")
+        _print_samples(
+            run, sentences, args.samples, recipe.max_length, "before training", _ROWS_SHOWN_BEFORE
+        )
     try:
         trainer.train()
     except TrainingDiverged as err:
@@ -628,11 +633,17 @@ def _trainer(plan: _Plan, run: Any, training: Any, world_size: int) -> Any:
     return trainer
 
 
-def _print_samples(run: Any, sentences: list[str], n: int, max_tokens: int, title: str) -> None:
+# Before training every row is a miss: list a few, score all of them.
+_ROWS_SHOWN_BEFORE = 3
+
+
+def _print_samples(
+    run: Any, sentences: list[str], n: int, max_tokens: int, title: str, show: int | None = None
+) -> None:
     from course_lib.training.inference import fill_mask_report, format_fill_mask_report
 
     rows = fill_mask_report(run.model, run.tokenizer, sentences, n=n, max_tokens=max_tokens)
-    print(format_fill_mask_report(rows, title), flush=True)
+    print(format_fill_mask_report(rows, title, show=show), flush=True)
 
 
 def _print_result(trainer: Any, output_dir: Path, mask_token: str) -> None:

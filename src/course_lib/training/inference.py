@@ -144,16 +144,24 @@ def fill_mask_report(
     return rows
 
 
-def format_fill_mask_report(rows: list[dict[str, Any]], title: str = "fill-mask") -> str:
-    """A plain-text table of `fill_mask_report` rows, with the hit count in the heading."""
+def format_fill_mask_report(
+    rows: list[dict[str, Any]], title: str = "fill-mask", show: int | None = None
+) -> str:
+    """A plain-text table of `fill_mask_report` rows, with the hit count in the heading.
+
+    `show` lists only the first rows (the count in the heading still covers all of them), so a
+    20-sentence score stays readable before training, when every row is a miss."""
     hits = sum(row["hit"] for row in rows)
     lines = [
         f"{title}: the hidden word is in the top {len(rows[0]['predictions']) if rows else 0} "
         f"for {hits} of {len(rows)} held-out sentences"
     ]
-    for row in rows:
+    shown = rows if show is None else rows[:show]
+    for row in shown:
         mark = "+" if row["hit"] else " "
         text = row["text"] if len(row["text"]) <= 90 else row["text"][:87] + "..."
         lines.append(f" {mark} {text}")
         lines.append(f"     answer: {row['answer']:<14} predicted: {', '.join(row['predictions'])}")
+    if len(shown) < len(rows):
+        lines.append(f"   ... {len(rows) - len(shown)} more sentences in the count above")
     return "\n".join(lines)
