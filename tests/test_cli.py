@@ -178,3 +178,47 @@ def test_every_family_builds_and_trains_from_the_tiny_recipe(family):
     if fam.pretraining_model is None:
         with pytest.raises(ValueError, match="no sentence-level pretraining head"):
             fam.model_class("mlm+nsp")
+
+
+def test_the_default_recipe_follows_the_device(capsys, tmp_path, corpus_dir, monkeypatch):
+    """No --preset: 'small-gpu' where CUDA is found (said in one line), 'tiny' on a CPU."""
+    import course_lib.training.cli as cli
+    import course_lib.training.device as device
+    from course_lib.training.recipes import FAMILIES, SMALL_GPU, TINY, default_recipe_name
+
+    assert default_recipe_name("cuda") == "small-gpu"
+    assert default_recipe_name("cpu") == default_recipe_name("mps") == "tiny"
+    # Larger than the CPU recipe in every dimension a GPU pays for, and a valid BERT config.
+    assert SMALL_GPU.model["hidden_size"] > TINY.model["hidden_size"]
+    assert SMALL_GPU.model["num_hidden_layers"] > TINY.model["num_hidden_layers"]
+    assert SMALL_GPU.max_length > TINY.max_length
+    assert SMALL_GPU.minutes == TINY.minutes == 5
+    fam = FAMILIES["bert"]
+    config = SMALL_GPU.model_config(fam, vocab_size=100, pad_token_id=0)
+    assert config.hidden_size % config.num_attention_heads == 0
+
+    plans = []
+    monkeypatch.setattr(cli, "_pretrain", lambda plan, corpus: plans.append(plan) or 0)
+    for found, expected in (("cuda", "small-gpu"), ("cpu", "tiny")):
+        monkeypatch.setattr(device, "select_device", lambda pref="auto", t=found: torch.device(t))
+        out_dir = tmp_path / found
+        code, out, err = run_cli(
+            capsys, "pretrain", "--corpus", str(corpus_dir), "--output-dir", str(out_dir)
+        )
+        assert code == 0, err
+        assert plans[-1].recipe.name == expected
+        said = "a CUDA GPU was found: training the small-gpu recipe" in out
+        assert said == (found == "cuda"), out
+    # An explicit --preset wins on a GPU, silently.
+    monkeypatch.setattr(device, "select_device", lambda pref="auto": torch.device("cuda"))
+    code, out, err = run_cli(
+        capsys,
+        "pretrain",
+        "--preset",
+        "tiny",
+        "--corpus",
+        str(corpus_dir),
+        "--output-dir",
+        str(tmp_path / "explicit"),
+    )
+    assert code == 0 and plans[-1].recipe.name == "tiny" and "CUDA" not in out

@@ -62,7 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--preset",
         default=None,
-        help="recipe or size: tiny (default; with --resume: the run's own), bert-mini, ...",
+        help="recipe or size: tiny (default on a CPU), small-gpu (default on a CUDA GPU), "
+        "bert-mini, ... (with --resume: the run's own)",
     )
     p.add_argument(
         "--objective", default=None, choices=OBJECTIVES, help="default: the recipe's (mlm)"
@@ -404,17 +405,20 @@ def _validation_sentences(corpus: Any) -> list[str]:
 
 
 def cmd_pretrain(args: argparse.Namespace) -> int:
-    from course_lib.training.recipes import FAMILIES, get_recipe
+    from course_lib.training.device import select_device
+    from course_lib.training.recipes import FAMILIES, default_recipe_name, get_recipe
 
     _check_pretrain_flags(args, FAMILIES)
     threads = _threads(args.threads)
     family = FAMILIES[args.family]
-    output_dir = Path(args.output_dir or Path("runs") / (args.preset or "tiny"))
+    with _usage_errors():
+        default_preset = default_recipe_name(select_device(args.device).type)
+    output_dir = Path(args.output_dir or Path("runs") / (args.preset or default_preset))
     resume_dir = None
     if args.resume is not None:
         resume_dir = output_dir / CHECKPOINT_NAME if args.resume == "auto" else Path(args.resume)
     _check_output_dir(output_dir, resume_dir, args.overwrite)  # before any corpus work
-    preset, state = args.preset or "tiny", {}
+    preset, state = args.preset or default_preset, {}
     if resume_dir is not None:
         state = checkpoint_state(resume_dir, args.family, resume=True)
         preset = _resumed_preset(args.preset, state, resume_dir) or preset
@@ -426,6 +430,12 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
     with _usage_errors():
         recipe = get_recipe(preset, args.family)
         recipe.model_config(family, vocab_size=1000, pad_token_id=0)  # sizes valid for the family?
+    if args.preset is None and resume_dir is None and preset != "tiny":
+        _print(
+            f"a CUDA GPU was found: training the {preset} recipe ({recipe.description}); "
+            "--preset tiny trains the CPU recipe",
+            main=os.environ.get("RANK", "0") == "0",  # once under torchrun
+        )
     if args.seed is None:
         args.seed = 0
     objective = args.objective or recipe.training.get("objective", "mlm")
