@@ -24,10 +24,11 @@ COMPONENTS = ("embeddings", "attention", "feed_forward", "layer_norm", "pooler",
 
 # Which task models carry the pooler (dense + tanh on [CLS]), as in transformers.
 POOLED_TASKS = {"Model", "ForPreTraining", "ForSequenceClassification"}
+# The task suffixes of every family's model classes, in the order the parameter explorer lists them.
 TASKS = (
     "Model",
-    "ForMaskedLM",
     "ForPreTraining",
+    "ForMaskedLM",
     "ForSequenceClassification",
     "ForTokenClassification",
     "ForQuestionAnswering",

@@ -7,7 +7,7 @@ created, so a typo fails on the line that made it, naming the field, the value a
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 from course_lib.config.albert import SHARING, AlbertConfig
 from course_lib.config.bert import ACTIVATIONS, BertConfig, is_number, require
@@ -30,6 +30,8 @@ CONFIG_CLASSES: dict[str, type[BertConfig]] = {
     )
 }
 
+C = TypeVar("C")
+
 
 def config_from_dict(data: dict[str, Any]) -> BertConfig:
     """Rebuild any family's config from `config.to_dict()` (its `model_type` says which)."""
@@ -37,6 +39,31 @@ def config_from_dict(data: dict[str, Any]) -> BertConfig:
     if model_type not in CONFIG_CLASSES:
         raise ValueError(f"unknown model_type {model_type!r}; known: {sorted(CONFIG_CLASSES)}.")
     return CONFIG_CLASSES[model_type].from_dict(data)
+
+
+def tiny_config(
+    config_class: type[C],
+    vocab_size: int,
+    hidden_size: int = 64,
+    layers: int = 2,
+    heads: int = 4,
+    max_positions: int = 128,
+    **overrides: Any,
+) -> C:
+    """A lab- or exercise-sized config of any family, with no dropout (so runs with one seed
+    differ only by data and init): `tiny_config(AlbertConfig, 512, embedding_size=16)`."""
+    sizes: dict[str, Any] = {
+        "vocab_size": vocab_size,
+        "hidden_size": hidden_size,
+        "num_hidden_layers": layers,
+        "num_attention_heads": heads,
+        "intermediate_size": 4 * hidden_size,
+        "max_position_embeddings": max_positions,
+        "hidden_dropout_prob": 0.0,
+        "attention_probs_dropout_prob": 0.0,
+    }
+    sizes.update(overrides)
+    return config_class(**sizes)
 
 
 __all__ = [
@@ -54,4 +81,5 @@ __all__ = [
     "config_from_dict",
     "is_number",
     "require",
+    "tiny_config",
 ]

@@ -7,6 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+import torch
+
 from course_lib.labels import IGNORE_INDEX
 
 _LIBRARY = Path(__file__).resolve().parents[1]  # src/course_lib
@@ -92,6 +94,31 @@ def expect_ignore_index_in_labels_only(
     if not (labels == IGNORE_INDEX).any():
         raise ExerciseError(swapped if (inputs == IGNORE_INDEX).any() else never)
     expect(not (inputs == IGNORE_INDEX).any(), in_inputs)
+
+
+def expect_tensor(value: Any, name: str) -> torch.Tensor:
+    """`value` itself if it is a tensor; else the message that `name` must return one."""
+    expect(
+        isinstance(value, torch.Tensor),
+        f"`{name}` must return a torch.Tensor, got {type(value).__name__}.",
+    )
+    return value
+
+
+def expect_keep_mask(got: Any, batch: int, length: int) -> None:
+    """The first checks of an attention-mask exercise, with one message per way to miss: a
+    tensor of shape (batch, length, length), one [query, key] matrix per sequence, of dtype bool
+    (True = the query may attend the key)."""
+    expect(isinstance(got, torch.Tensor), f"return a tensor, got {type(got).__name__}.")
+    expect(
+        tuple(got.shape) == (batch, length, length),
+        f"return one entry per (query, key) pair of each sequence: expected (B, T, T) = "
+        f"{(batch, length, length)}, got {tuple(got.shape)}.",
+    )
+    expect(
+        got.dtype == torch.bool,
+        f"return a bool tensor (a boolean keep-mask: True = may attend), got dtype {got.dtype}.",
+    )
 
 
 def passed(message: str) -> None:

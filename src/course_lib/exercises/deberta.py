@@ -13,21 +13,13 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
-from course_lib.exercises.core import ExerciseError, expect, passed, run_learner_code
+from course_lib.exercises.core import ExerciseError, expect, expect_tensor, passed, run_learner_code
 from course_lib.modules.relative_position import (
     c2p_index,
     delta,
     log_bucket_position,
     relative_position,
 )
-
-
-def _as_tensor(value: object, name: str) -> Tensor:
-    expect(
-        isinstance(value, Tensor),
-        f"`{name}` must return a torch.Tensor, got {type(value).__name__}.",
-    )
-    return value  # type: ignore[return-value]
 
 
 def _first_mismatch(got: Tensor, want: Tensor) -> tuple[int, ...]:
@@ -43,7 +35,7 @@ def check_delta(delta_fn: Callable) -> None:
     for k in (2, 4, 7):
         n = 3 * k  # long enough that distances beyond ±k occur on both sides
         i, j = torch.arange(n)[:, None], torch.arange(n)[None, :]
-        got = _as_tensor(run_learner_code(delta_fn, i, j, k), "delta")
+        got = expect_tensor(run_learner_code(delta_fn, i, j, k), "delta")
         want = delta(i, j, k)
         expect(
             tuple(got.shape) == (n, n),
@@ -114,7 +106,7 @@ def check_log_bucket(log_bucket: Callable) -> None:
     bucket_size - 1, sign kept."""
     for bucket_size, max_position in ((256, 512), (32, 64), (16, 100)):
         rel = torch.arange(-(max_position - 1), max_position)
-        got = _as_tensor(
+        got = expect_tensor(
             run_learner_code(log_bucket, rel.clone(), bucket_size, max_position), "log_bucket"
         )
         expect(
@@ -209,7 +201,7 @@ def _call_gather(
                 f"only 2 x span = {2 * span} rows: clip the rows to 0 .. {2 * span - 1}."
             ) from None
         raise
-    got = _as_tensor(got, name)
+    got = expect_tensor(got, name)
     n = rel.shape[0]
     expect(
         tuple(got.shape) == (content.shape[0], n, n),
@@ -547,7 +539,7 @@ def check_enhanced_mask_decoder(enhanced_mask_decoder: Callable) -> None:
         case = _EmdCase(layers, steps, seed)
         hidden_states = tuple(h.clone() for h in case.hidden_states)
         table = case.table.clone()
-        got = _as_tensor(
+        got = expect_tensor(
             run_learner_code(enhanced_mask_decoder, case.last_layer, hidden_states, table, steps),
             "enhanced_mask_decoder",
         )

@@ -9,8 +9,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from course_lib.config import BertConfig
-from course_lib.exercises.core import ExerciseError, expect, passed, run_learner_code
+from course_lib.config import BertConfig, tiny_config
+from course_lib.exercises.core import ExerciseError, expect, expect_tensor, passed, run_learner_code
 from course_lib.models.bert import BertForMaskedLM
 from course_lib.models.distilbert import (
     DistilBertForMaskedLM,
@@ -25,10 +25,7 @@ def _close(a: Tensor, b: Tensor, rel: float = 1e-4) -> bool:
 
 
 def _as_scalar(value: object, name: str) -> Tensor:
-    expect(
-        isinstance(value, Tensor),
-        f"`{name}` must return a torch.Tensor, got {type(value).__name__}.",
-    )
+    value = expect_tensor(value, name)
     expect(
         value.dim() == 0,
         f"`{name}` must return a scalar (0-dim) tensor, got shape {tuple(value.shape)}.",
@@ -234,16 +231,9 @@ def check_student_layers(choose_layers: Callable) -> None:
 
 def _tiny_teacher(pre_layer_norm: bool, seed: int) -> BertForMaskedLM:
     torch.manual_seed(seed)
-    config = BertConfig(
-        vocab_size=50,
-        hidden_size=16,
-        num_hidden_layers=6,
-        num_attention_heads=2,
-        intermediate_size=32,
-        max_position_embeddings=20,
-        pre_layer_norm=pre_layer_norm,
-    )
-    teacher = BertForMaskedLM(config)
+    # Six layers for a student to choose from; no dropout (the teacher only runs in eval mode).
+    config = tiny_config(BertConfig, 50, 16, layers=6, heads=2, max_positions=20)
+    teacher = BertForMaskedLM(config.replace(intermediate_size=32, pre_layer_norm=pre_layer_norm))
     with torch.no_grad():  # LayerNorms and biases start at 1 / 0: make every tensor distinctive
         for p in teacher.parameters():
             p.add_(torch.randn_like(p) * 0.1)

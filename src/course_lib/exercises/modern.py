@@ -13,18 +13,17 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from course_lib.exercises.core import ExerciseError, expect, passed, run_learner_code
+from course_lib.exercises.core import (
+    ExerciseError,
+    expect,
+    expect_keep_mask,
+    expect_tensor,
+    passed,
+    run_learner_code,
+)
 from course_lib.labels import IGNORE_INDEX
 from course_lib.modules.local_attention import sliding_window_mask
 from course_lib.modules.rotary import RotaryEmbedding, apply_rotary
-
-
-def _as_tensor(value: object, name: str) -> Tensor:
-    expect(
-        isinstance(value, Tensor),
-        f"`{name}` must return a torch.Tensor, got {type(value).__name__}.",
-    )
-    return value  # type: ignore[return-value]
 
 
 def _first(mask: Tensor) -> tuple[int, ...]:
@@ -96,8 +95,8 @@ def check_discriminator_labels(discriminator_inputs: Callable) -> None:
         + (f" of length {len(got)}" if isinstance(got, (tuple, list)) else "")
         + ".",
     )
-    corrupted = _as_tensor(got[0], "discriminator_inputs")
-    disc = _as_tensor(got[1], "discriminator_inputs")
+    corrupted = expect_tensor(got[0], "discriminator_inputs")
+    disc = expect_tensor(got[1], "discriminator_inputs")
     shape = tuple(input_ids.shape)
     for what, value in (("corrupted_ids", corrupted), ("discriminator_labels", disc)):
         expect(
@@ -219,19 +218,11 @@ def check_local_attention_mask(local_attention_mask: Callable) -> None:
     transformers' ModernBERT and `course_lib.modules.local_attention`)."""
     for attention_mask, window in _window_cases():
         b, t = attention_mask.shape
-        got = _as_tensor(
+        got = expect_tensor(
             run_learner_code(local_attention_mask, attention_mask.clone(), window),
             "local_attention_mask",
         )
-        expect(
-            tuple(got.shape) == (b, t, t),
-            f"one [query, key] matrix per sequence: expected (B, T, T) = {(b, t, t)}, got "
-            f"{tuple(got.shape)}.",
-        )
-        expect(
-            got.dtype == torch.bool,
-            f"return a bool tensor (True = may attend), got {got.dtype}.",
-        )
+        expect_keep_mask(got, b, t)
         want = _reference_window(attention_mask, window)
         if torch.equal(got, want):
             continue
@@ -359,7 +350,7 @@ def check_rotary(rotate: Callable) -> None:
     )
     for positions, d, theta in cases:
         x = torch.randn(len(positions), d, generator=g)
-        got = _as_tensor(run_learner_code(rotate, x.clone(), positions.clone(), theta), "rotate")
+        got = expect_tensor(run_learner_code(rotate, x.clone(), positions.clone(), theta), "rotate")
         expect(
             tuple(got.shape) == tuple(x.shape),
             f"rotation keeps the shape: expected {tuple(x.shape)}, got {tuple(got.shape)}.",

@@ -9,6 +9,7 @@ mechanism is necessary (or useless) by design, where its effect is large, fast a
 each chapter's labs notebook runs a reduced version live and reads the committed results.
 """
 
+from course_lib.config import tiny_config
 from course_lib.labs import (  # noqa: F401  (importing a chapter module registers its labs)
     albert,
     albert_sharing,
@@ -27,6 +28,7 @@ from course_lib.labs.core import (
     describe,
     fit,
     get_lab,
+    lab,
     labs_of,
     load_result,
     plot_lab,
@@ -35,7 +37,6 @@ from course_lib.labs.core import (
     save_result,
     seed_everything,
     summarize,
-    tiny_config,
 )
 
 __all__ = [
@@ -47,6 +48,7 @@ __all__ = [
     "describe",
     "fit",
     "get_lab",
+    "lab",
     "labs_of",
     "load_result",
     "plot_lab",

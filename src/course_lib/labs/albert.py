@@ -22,9 +22,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from course_lib.config import AlbertConfig
+from course_lib.config import AlbertConfig, tiny_config
 from course_lib.counting import count_parameters
-from course_lib.labs.core import Lab, choose, fit, register, seed_everything, tiny_config
+from course_lib.labs.core import choose, fit, lab, seed_everything
 from course_lib.models.albert import AlbertForMaskedLM, AlbertForPreTraining
 
 # ----- factorized_embedding_bottleneck --------------------------------------------------------
@@ -120,40 +120,32 @@ def _excess_loss(
     return float(loss) - conditional_entropy(log_table)
 
 
-def _embedding_seed(seed: int, preset: str, device: torch.device) -> dict[str, float]:
+@lab(
+    "03_albert",
+    arms=tuple(f"E{e}" for e in EMBEDDING_SIZES),
+    expected_sign="+",
+    compare=("E8", "E64"),
+)
+def factorized_embedding_bottleneck(
+    seed: int, preset: str, device: torch.device
+) -> dict[str, float]:
+    """What does a small embedding size E cost when the vocabulary's statistics are genuinely
+    high-rank? Masked-token loss above the true entropy, E = 8 .. 64 at H = 64.
+
+    Metric: excess loss (nats): expected MLM loss minus the true H(next | prev)
+
+    Paper: ALBERT (Lan et al. 2019) section 3.1 and Table 3: with all-shared layers E = 64
+    averages 79.0 against 80.1 for E = 128 (not-shared: 81.3 at E = 64 up to 82.3 at E = 768);
+    the paper argues a small E suffices because token embeddings are context-independent.
+
+    Why: The masked word's only context is the word before it, drawn from a bigram table whose
+    log-probabilities have full rank 512, so the best possible loss is the table's conditional
+    entropy, computed exactly. ALBERT's tied decoder reads out through the V x E embedding
+    table, so its logits have rank at most E + 1: whatever lies outside those directions stays
+    as excess loss."""
     steps = choose(preset, fast=30, live=250, full=400, gpu=3000)
     batch = choose(preset, fast=64, live=256, gpu=512)
     return {f"E{e}": _excess_loss(seed, e, steps, batch, device) for e in EMBEDDING_SIZES}
-
-
-EMBEDDING_BOTTLENECK = register(
-    Lab(
-        name="factorized_embedding_bottleneck",
-        chapter="03_albert",
-        question=(
-            "What does a small embedding size E cost when the vocabulary's statistics are "
-            "genuinely high-rank? Masked-token loss above the true entropy, E = 8 .. 64 at H = 64."
-        ),
-        metric="excess loss (nats): expected MLM loss minus the true H(next | prev)",
-        arms=tuple(f"E{e}" for e in EMBEDDING_SIZES),
-        compare=("E8", "E64"),
-        expected_sign="+",
-        paper=(
-            "ALBERT (Lan et al. 2019) section 3.1 and Table 3: with all-shared layers E = 64 "
-            "averages 79.0 against 80.1 for E = 128 (not-shared: 81.3 at E = 64 up to 82.3 at "
-            "E = 768); the paper argues a small E suffices because token embeddings are "
-            "context-independent."
-        ),
-        why=(
-            "The masked word's only context is the word before it, drawn from a bigram table "
-            "whose log-probabilities have full rank 512, so the best possible loss is the "
-            "table's conditional entropy, computed exactly. ALBERT's tied decoder reads out "
-            "through the V x E embedding table, so its logits have rank at most E + 1: "
-            "whatever lies outside those directions stays as excess loss."
-        ),
-        run_seed=_embedding_seed,
-    )
-)
 
 
 # ----- sop_vs_nsp, sop_transfers_to_nsp -------------------------------------------------------
@@ -290,16 +282,6 @@ def _sentence_runs(seed: int, preset: str, device: torch.device) -> dict[str, di
     }
 
 
-def _sop_seed(seed: int, preset: str, device: torch.device) -> dict[str, float]:
-    runs = _sentence_runs(seed, preset, device)
-    return {"sop_model_on_sop": runs["sop"]["sop"], "nsp_model_on_sop": runs["nsp"]["sop"]}
-
-
-def _transfer_seed(seed: int, preset: str, device: torch.device) -> dict[str, float]:
-    runs = _sentence_runs(seed, preset, device)
-    return {f"{model}_model_on_{test}": runs[model][test] for model in TASKS for test in TASKS}
-
-
 PAPER_TABLE_5 = (
     "ALBERT (Lan et al. 2019) Table 5 (ALBERT-base, intrinsic accuracy): trained with NSP: "
     "NSP 90.5, SOP 52.0; trained with SOP: NSP 78.9, SOP 86.5; no sentence loss: 54.9, 52.4."
@@ -320,41 +302,41 @@ SENTENCE_WHY = (
     "so apart' before the topic: 0.83-0.97 on SOP.)"
 )
 
-SOP_VS_NSP = register(
-    Lab(
-        name="sop_vs_nsp",
-        chapter="03_albert",
-        question=(
-            "Does training on NSP teach sentence order? SOP accuracy of a model trained on SOP "
-            "and of the same model trained on NSP."
-        ),
-        metric="held-out SOP accuracy (chance 0.5)",
-        arms=("sop_model_on_sop", "nsp_model_on_sop"),
-        compare=("sop_model_on_sop", "nsp_model_on_sop"),
-        expected_sign="+",
-        paper=PAPER_TABLE_5,
-        why=SENTENCE_WHY,
-        run_seed=_sop_seed,
-    )
+TRANSFER_WHY = SENTENCE_WHY + (
+    " The order rule 'B's counter is larger' is right on every NSP positive and on the "
+    "NSP negatives whose random counter is not larger, so it carries over to NSP (about "
+    "0.72, order_rule); the topic rule is useless on SOP, where both segments share a topic."
 )
 
-SOP_TRANSFERS = register(
-    Lab(
-        name="sop_transfers_to_nsp",
-        chapter="03_albert",
-        question=(
-            "Which skill transfers? The SOP-trained model tested on NSP against the NSP-trained "
-            "model tested on SOP (Table 5's off-diagonal)."
-        ),
-        metric="held-out accuracy on the task the model was NOT trained on (chance 0.5)",
-        arms=("nsp_model_on_nsp", "nsp_model_on_sop", "sop_model_on_nsp", "sop_model_on_sop"),
-        compare=("sop_model_on_nsp", "nsp_model_on_sop"),
-        expected_sign="+",
-        paper=PAPER_TABLE_5,
-        why=SENTENCE_WHY
-        + " The order rule 'B's counter is larger' is right on every NSP positive and on the "
-        "NSP negatives whose random counter is not larger, so it carries over to NSP (about "
-        "0.72, order_rule); the topic rule is useless on SOP, where both segments share a topic.",
-        run_seed=_transfer_seed,
-    )
+
+@lab(
+    "03_albert",
+    arms=("sop_model_on_sop", "nsp_model_on_sop"),
+    expected_sign="+",
+    paper=PAPER_TABLE_5,
+    why=SENTENCE_WHY,
 )
+def sop_vs_nsp(seed: int, preset: str, device: torch.device) -> dict[str, float]:
+    """Does training on NSP teach sentence order? SOP accuracy of a model trained on SOP and of
+    the same model trained on NSP.
+
+    Metric: held-out SOP accuracy (chance 0.5)"""
+    runs = _sentence_runs(seed, preset, device)
+    return {"sop_model_on_sop": runs["sop"]["sop"], "nsp_model_on_sop": runs["nsp"]["sop"]}
+
+
+@lab(
+    "03_albert",
+    arms=("nsp_model_on_nsp", "nsp_model_on_sop", "sop_model_on_nsp", "sop_model_on_sop"),
+    expected_sign="+",
+    compare=("sop_model_on_nsp", "nsp_model_on_sop"),
+    paper=PAPER_TABLE_5,
+    why=TRANSFER_WHY,
+)
+def sop_transfers_to_nsp(seed: int, preset: str, device: torch.device) -> dict[str, float]:
+    """Which skill transfers? The SOP-trained model tested on NSP against the NSP-trained model
+    tested on SOP (Table 5's off-diagonal).
+
+    Metric: held-out accuracy on the task the model was NOT trained on (chance 0.5)"""
+    runs = _sentence_runs(seed, preset, device)
+    return {f"{model}_model_on_{test}": runs[model][test] for model in TASKS for test in TASKS}

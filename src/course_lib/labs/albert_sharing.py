@@ -37,14 +37,15 @@ for "all_shared_same_relation", in the task's second relation).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from course_lib.config import AlbertConfig
+from course_lib.config import AlbertConfig, tiny_config
 from course_lib.counting import count_parameters
-from course_lib.labs.core import Lab, choose, fit, register, seed_everything, tiny_config
+from course_lib.labs.core import choose, fit, lab, seed_everything
 from course_lib.models.albert import AlbertForMaskedLM
 
 # Vocabulary: ids 0..3 are special, content tokens are 4, 5, ...
@@ -94,21 +95,30 @@ def one_hop_accuracy(ids: Tensor, answers: Tensor) -> float:
     return best / answers.numel()
 
 
-def hop_config(sharing: str, layers: int = 2, hidden: int | None = None) -> AlbertConfig:
-    """The lab's ALBERT: H = E = 32 (no factorisation) and ONE attention head per layer, so a
-    layer's attention can follow one relation at a time; only `sharing` differs."""
+def small_albert(
+    nodes: int, sharing: str, layers: int, hidden: int | None, **sizes: Any
+) -> AlbertConfig:
+    """The ALBERT both labs train: a token per node, H = E (no factorisation), pre-LN, init 0.1;
+    `sharing` is what the arms change."""
+    hidden = hidden or HIDDEN
     return tiny_config(
         AlbertConfig,
-        N_SPECIAL + HOP_NODES,
-        hidden_size=hidden or HIDDEN,
+        N_SPECIAL + nodes,
+        hidden_size=hidden,
         layers=layers,
-        heads=1,
-        max_positions=HOP_NODES,
-        embedding_size=hidden or HIDDEN,
+        max_positions=nodes,
+        embedding_size=hidden,
         sharing=sharing,
         initializer_range=0.1,
         pre_layer_norm=True,
+        **sizes,
     )
+
+
+def hop_config(sharing: str, layers: int = 2, hidden: int | None = None) -> AlbertConfig:
+    """The lab's ALBERT: H = E = 32 (no factorisation) and ONE attention head per layer, so a
+    layer's attention can follow one relation at a time; only `sharing` differs."""
+    return small_albert(HOP_NODES, sharing, layers, hidden, heads=1)
 
 
 def _hops_accuracy(
@@ -135,16 +145,6 @@ def _hops_accuracy(
     with torch.no_grad():
         predicted = logits_of(ids).argmax(-1).cpu()
     return float((predicted == answers).float().mean())
-
-
-def _hops_seed(seed: int, preset: str, device: torch.device) -> dict[str, float]:
-    steps = choose(preset, fast=60, live=900, full=1200, gpu=4000)
-    batch = choose(preset, fast=64, gpu=256)
-    return {
-        "not_shared": _hops_accuracy(seed, "none", (S1, S2), steps, batch, device),
-        "all_shared": _hops_accuracy(seed, "all", (S1, S2), steps, batch, device),
-        "all_shared_same_relation": _hops_accuracy(seed, "all", (S1, S1), steps, batch, device),
-    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -176,17 +176,7 @@ def sample_pointers(
 def pointer_config(sharing: str, layers: int, hidden: int | None = None) -> AlbertConfig:
     """The lab's ALBERT; one_layer is `pointer_config("all", 1)`: the same weights as an
     all-shared L-layer model, applied once."""
-    return tiny_config(
-        AlbertConfig,
-        N_SPECIAL + NODES,
-        hidden_size=hidden or HIDDEN,
-        layers=layers,
-        max_positions=NODES,
-        embedding_size=hidden or HIDDEN,
-        sharing=sharing,
-        initializer_range=0.1,
-        pre_layer_norm=True,
-    )
+    return small_albert(NODES, sharing, layers, hidden)
 
 
 def train_pointer_model(
@@ -224,17 +214,6 @@ def _pointer_accuracy(
 POINTER_LAYERS = 2
 
 
-def _pointer_seed(seed: int, preset: str, device: torch.device) -> dict[str, float]:
-    steps = choose(preset, fast=60, live=600, full=800, gpu=3000)
-    batch = choose(preset, fast=64, gpu=256)
-    hops = hops_for(POINTER_LAYERS)
-    return {
-        "all_shared": _pointer_accuracy(seed, "all", POINTER_LAYERS, hops, steps, batch, device),
-        "not_shared": _pointer_accuracy(seed, "none", POINTER_LAYERS, hops, steps, batch, device),
-        "one_layer": _pointer_accuracy(seed, "all", 1, hops, steps, batch, device),
-    }
-
-
 def parameter_counts() -> dict[str, dict[str, int]]:
     """Parameters per arm of both labs (course_lib.counting), for the notebook's table."""
     return {
@@ -257,63 +236,60 @@ def parameter_counts() -> dict[str, dict[str, int]]:
     }
 
 
-INDUCTION = register(
-    Lab(
-        name="sharing_hurts_two_relations",
-        chapter="03_albert",
-        question=(
-            "Does sharing one layer's weights across depth cost a task that needs two different "
-            "layers? Two pointer hops along two different fixed relations s1, s2 of 12 nodes, "
-            "one attention head per layer."
-        ),
-        metric="accuracy of the two-hop answer f(s2(f(s1(f(x))))) at every position (chance 1/12)",
-        arms=("not_shared", "all_shared", "all_shared_same_relation"),
-        compare=("not_shared", "all_shared"),
-        expected_sign="+",
-        paper=(
-            "ALBERT (Lan et al. 2019) Table 4: ALBERT-base E=768 averages 82.3 not-shared "
-            "(108M parameters) against 79.8 all-shared (31M); E=128: 81.6 (89M) against "
-            "80.1 (12M)."
-        ),
-        why=(
-            "Each hop is one attention step whose weights store its relation (value v attends "
-            "to position s(v)), and no single hop reads the answer; not-shared layers store s1 "
-            "and s2 one each, while an all-shared layer must hold both in one head and act "
-            "differently the second time. The control arm (s1 twice) shows the same shared "
-            "model doing two hops when they are the same. The first design, induction "
-            "over a repeated random segment, failed: after 1200 steps not-shared 0.386 < "
-            "all-shared 0.605 (seed 0, 4 heads; 0.329 < 0.605 with one head): neither arm "
-            "learned the two-step circuit."
-        ),
-        run_seed=_hops_seed,
-    )
-)
+@lab("03_albert", arms=("not_shared", "all_shared", "all_shared_same_relation"), expected_sign="+")
+def sharing_hurts_two_relations(seed: int, preset: str, device: torch.device) -> dict[str, float]:
+    """Does sharing one layer's weights across depth cost a task that needs two different
+    layers? Two pointer hops along two different fixed relations s1, s2 of 12 nodes, one
+    attention head per layer.
 
-ITERATION = register(
-    Lab(
-        name="sharing_fine_for_iteration",
-        chapter="03_albert",
-        question=(
-            "Does sharing cost a task that repeats one operation? Accuracy of f^4(x) at every "
-            "position of a random permutation f laid out by position, where two applications "
-            "of the same pointer-doubling step are enough."
-        ),
-        metric="accuracy of f^4(x) at every position (chance 1/8)",
-        arms=("all_shared", "not_shared", "one_layer"),
-        compare=("all_shared", "one_layer"),
-        expected_sign="+",
-        paper=(
-            "ALBERT (Lan et al. 2019) §3.1, Table 4: all-shared loses 2.5 points (E=768) and "
-            "1.5 points (E=128) of average downstream score to not-shared at a quarter to a "
-            "seventh of the parameters; Universal Transformers (Dehghani et al. 2019) apply "
-            "one layer repeatedly by design."
-        ),
-        why=(
-            "Replacing every position's pointer p by the pointer stored at position p turns f "
-            "into f^2, then f^4: the same step in both layers, so all-shared layers can do "
-            "what not-shared ones do, while one application of the same weights (the same "
-            "parameter count) reaches only f^2."
-        ),
-        run_seed=_pointer_seed,
-    )
+    Metric: accuracy of the two-hop answer f(s2(f(s1(f(x))))) at every position (chance 1/12)
+
+    Paper: ALBERT (Lan et al. 2019) Table 4: ALBERT-base E=768 averages 82.3 not-shared (108M
+    parameters) against 79.8 all-shared (31M); E=128: 81.6 (89M) against 80.1 (12M).
+
+    Why: Each hop is one attention step whose weights store its relation (value v attends to
+    position s(v)), and no single hop reads the answer; not-shared layers store s1 and s2 one
+    each, while an all-shared layer must hold both in one head and act differently the second
+    time. The control arm (s1 twice) shows the same shared model doing two hops when they are
+    the same. The first design, induction over a repeated random segment, failed: after 1200
+    steps not-shared 0.386 < all-shared 0.605 (seed 0, 4 heads; 0.329 < 0.605 with one head):
+    neither arm learned the two-step circuit."""
+    steps = choose(preset, fast=60, live=900, full=1200, gpu=4000)
+    batch = choose(preset, fast=64, gpu=256)
+    return {
+        "not_shared": _hops_accuracy(seed, "none", (S1, S2), steps, batch, device),
+        "all_shared": _hops_accuracy(seed, "all", (S1, S2), steps, batch, device),
+        "all_shared_same_relation": _hops_accuracy(seed, "all", (S1, S1), steps, batch, device),
+    }
+
+
+@lab(
+    "03_albert",
+    arms=("all_shared", "not_shared", "one_layer"),
+    expected_sign="+",
+    compare=("all_shared", "one_layer"),
 )
+def sharing_fine_for_iteration(seed: int, preset: str, device: torch.device) -> dict[str, float]:
+    """Does sharing cost a task that repeats one operation? Accuracy of f^4(x) at every position
+    of a random permutation f laid out by position, where two applications of the same
+    pointer-doubling step are enough.
+
+    Metric: accuracy of f^4(x) at every position (chance 1/8)
+
+    Paper: ALBERT (Lan et al. 2019) §3.1, Table 4: all-shared loses 2.5 points (E=768) and 1.5
+    points (E=128) of average downstream score to not-shared at a quarter to a seventh of the
+    parameters; Universal Transformers (Dehghani et al. 2019) apply one layer repeatedly by
+    design.
+
+    Why: Replacing every position's pointer p by the pointer stored at position p turns f into
+    f^2, then f^4: the same step in both layers, so all-shared layers can do what not-shared
+    ones do, while one application of the same weights (the same parameter count) reaches only
+    f^2."""
+    steps = choose(preset, fast=60, live=600, full=800, gpu=3000)
+    batch = choose(preset, fast=64, gpu=256)
+    hops = hops_for(POINTER_LAYERS)
+    return {
+        "all_shared": _pointer_accuracy(seed, "all", POINTER_LAYERS, hops, steps, batch, device),
+        "not_shared": _pointer_accuracy(seed, "none", POINTER_LAYERS, hops, steps, batch, device),
+        "one_layer": _pointer_accuracy(seed, "all", 1, hops, steps, batch, device),
+    }

@@ -18,9 +18,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from course_lib.config import BertConfig
+from course_lib.config import BertConfig, tiny_config
 from course_lib.labels import IGNORE_INDEX
-from course_lib.labs.core import Lab, choose, fit, register, seed_everything, tiny_config
+from course_lib.labs.core import choose, fit, lab, seed_everything
 from course_lib.models.bert import BertForMaskedLM
 from course_lib.objectives.masking import MaskingConfig, mask_tokens
 
@@ -96,39 +96,25 @@ def _right_context_accuracy(
     return float((predicted == ids[rows, where]).float().mean())
 
 
-def _bidirectional_seed(seed: int, preset: str, device: torch.device) -> dict[str, float]:
+@lab("01_bert", arms=("bidirectional", "left_to_right"), expected_sign="+")
+def bidirectional_context(seed: int, preset: str, device: torch.device) -> dict[str, float]:
+    """Does seeing the right context matter? Masked-token accuracy when the answer is determined
+    only by the token to its right.
+
+    Metric: accuracy on masked tokens whose answer is on the right (chance 1/32)
+
+    Paper: BERT (Devlin et al. 2019) Table 5: a left-to-right model without NSP loses 1.2-10.9
+    points to the bidirectional MLM model on MNLI/QNLI/MRPC/SQuAD (SQuAD F1 88.5 -> 77.8).
+
+    Why: Each pair is (perm[b], b) with b uniform: the first token is a function of its right
+    neighbour and independent of its left context, so a left-to-right model is at chance on it
+    by construction, while a bidirectional one can learn perm."""
     steps = choose(preset, fast=150, live=200, full=300, gpu=1000)
     batch = choose(preset, fast=64, gpu=256)
     return {
         "bidirectional": _right_context_accuracy(seed, False, steps, batch, device),
         "left_to_right": _right_context_accuracy(seed, True, steps, batch, device),
     }
-
-
-BIDIRECTIONAL = register(
-    Lab(
-        name="bidirectional_context",
-        chapter="01_bert",
-        question=(
-            "Does seeing the right context matter? Masked-token accuracy when the answer is "
-            "determined only by the token to its right."
-        ),
-        metric="accuracy on masked tokens whose answer is on the right (chance 1/32)",
-        arms=("bidirectional", "left_to_right"),
-        compare=("bidirectional", "left_to_right"),
-        expected_sign="+",
-        paper=(
-            "BERT (Devlin et al. 2019) Table 5: a left-to-right model without NSP loses 1.2-10.9 "
-            "points to the bidirectional MLM model on MNLI/QNLI/MRPC/SQuAD (SQuAD F1 88.5 -> 77.8)."
-        ),
-        why=(
-            "Each pair is (perm[b], b) with b uniform: the first token is a function of its right "
-            "neighbour and independent of its left context, so a left-to-right model is at chance "
-            "on it by construction, while a bidirectional one can learn perm."
-        ),
-        run_seed=_bidirectional_seed,
-    )
-)
 
 
 # --- mask_8010_vs_always -------------------------------------------------------------------------
@@ -253,44 +239,30 @@ def clean_probe(model: BertForMaskedLM, seed: int, length: int = 16) -> dict[str
     return {"probe_nats": nats, "probe_accuracy": accuracy, "mlm_accuracy": mlm}
 
 
-def _masking_seed(seed: int, preset: str, device: torch.device) -> dict[str, float]:
+@lab(
+    "01_bert", arms=tuple(ARM_MASKING), expected_sign="-", compare=("mask_80_10_10", "always_mask")
+)
+def mask_8010_vs_always(seed: int, preset: str, device: torch.device) -> dict[str, float]:
+    """Does always writing [MASK] hurt the representations of unmasked input? Frozen last-layer
+    states of clean text, read by a linear probe for a latent tag.
+
+    Metric: held-out cross-entropy (nats) of a linear probe for the latent tag on clean input
+    (from the token alone: ln 2 = 0.69)
+
+    Paper: BERT (Devlin et al. 2019) Appendix C.2, Table 8: 100% [MASK] instead of 80/10/10
+    costs 0.5 dev F1 on fine-tuned NER (95.4 -> 94.9) and 0.9 on feature-based NER (94.9 ->
+    94.0), while MNLI is unchanged (84.2 vs 84.3).
+
+    Why: A token's tag is the class of its left neighbour, and the token alone leaves two tags
+    possible. Masked-LM needs the tag (a masked token is 1 of 4 given it), so both arms learn to
+    fetch the neighbour; but with always-[MASK] only outputs at [MASK] positions are ever
+    trained, while with 80/10/10 a real (possibly random) token can be a target too, so the
+    output at every position is trained to carry the tag: what a frozen encoder shows a probe on
+    clean text. (A first design, tag = (class(left) + class(right)) mod 4, failed: neither arm
+    learned it in 600 steps, both probes 0.5.)"""
     steps = choose(preset, fast=100, live=TAG_STEPS, gpu=2000)
     batch = choose(preset, fast=64, gpu=256)
     return {
         arm: clean_probe(pretrain_tagger(seed, arm, steps, batch, device), seed)["probe_nats"]
         for arm in ARM_MASKING
     }
-
-
-MASKING = register(
-    Lab(
-        name="mask_8010_vs_always",
-        chapter="01_bert",
-        question=(
-            "Does always writing [MASK] hurt the representations of unmasked input? Frozen "
-            "last-layer states of clean text, read by a linear probe for a latent tag."
-        ),
-        metric=(
-            "held-out cross-entropy (nats) of a linear probe for the latent tag on clean input "
-            "(from the token alone: ln 2 = 0.69)"
-        ),
-        arms=tuple(ARM_MASKING),
-        compare=("mask_80_10_10", "always_mask"),
-        expected_sign="-",
-        paper=(
-            "BERT (Devlin et al. 2019) Appendix C.2, Table 8: 100% [MASK] instead of 80/10/10 "
-            "costs 0.5 dev F1 on fine-tuned NER (95.4 -> 94.9) and 0.9 on feature-based NER "
-            "(94.9 -> 94.0), while MNLI is unchanged (84.2 vs 84.3)."
-        ),
-        why=(
-            "A token's tag is the class of its left neighbour, and the token alone leaves two "
-            "tags possible. Masked-LM needs the tag (a masked token is 1 of 4 given it), so both "
-            "arms learn to fetch the neighbour; but with always-[MASK] only outputs at [MASK] "
-            "positions are ever trained, while with 80/10/10 a real (possibly random) token can "
-            "be a target too, so the output at every position is trained to carry the tag: what "
-            "a frozen encoder shows a probe on clean text. (A first design, tag = (class(left) + "
-            "class(right)) mod 4, failed: neither arm learned it in 600 steps, both probes 0.5.)"
-        ),
-        run_seed=_masking_seed,
-    )
-)

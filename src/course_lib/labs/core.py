@@ -1,5 +1,6 @@
-"""The machinery every mechanism lab shares: the registry, seeding, a small training loop, the
-per-seed runner that writes the results JSON, and the plot of per-seed points.
+"""The machinery every mechanism lab shares: the registry and its `@lab` decorator, seeding, a
+small training loop, the per-seed runner that writes the results JSON, and the plot of per-seed
+points.
 
 A lab is a question about one design choice, asked on a task *constructed* so that the mechanism
 is necessary (or useless) by design. `run_lab` trains every arm of the lab on the same data and
@@ -16,6 +17,7 @@ a minute for 2 seeds on 2 CPU cores), "full" (the committed >= 5-seed run, minut
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import random
@@ -39,7 +41,6 @@ MIN_SEEDS = 5  # a lab "shows its effect" only with at least this many seeds ...
 MIN_T = 3.0  # ... the expected sign in all but one of them, and |t| >= 3 in that direction
 
 T = TypeVar("T")
-C = TypeVar("C")
 
 # (seed, preset, device) -> {arm: metric}: one call trains every arm on the same data and seed.
 SeedRunner = Callable[[int, str, torch.device], Mapping[str, float]]
@@ -81,6 +82,60 @@ def register(lab: Lab) -> Lab:
     return lab
 
 
+CARD_SECTIONS = ("metric", "paper", "why")  # the labelled paragraphs of a lab function's docstring
+
+
+def read_card(doc: str) -> dict[str, str]:
+    """A lab's card from its docstring: the first paragraph is the question, then paragraphs that
+    start "Metric:", "Paper:" and "Why:". Lines of a paragraph are joined with one space."""
+    paragraphs = [" ".join(p.split("\n")) for p in inspect.cleandoc(doc).split("\n\n")]
+    card = {"question": paragraphs[0]}
+    for paragraph in paragraphs[1:]:
+        label, _, text = paragraph.partition(": ")
+        if label.lower() not in CARD_SECTIONS or label.lower() in card:
+            raise ValueError(f"unexpected paragraph in a lab card: {paragraph[:60]!r}...")
+        card[label.lower()] = text
+    return card
+
+
+def lab(
+    chapter: str,
+    arms: tuple[str, ...],
+    expected_sign: str,
+    compare: tuple[str, str] | None = None,
+    **card: str,
+) -> Callable[[SeedRunner], SeedRunner]:
+    """Register the decorated seed runner as a lab named after the function.
+
+    The docstring is the lab's card (see `read_card`), so what a lab asks and why its task
+    isolates the mechanism are read next to the code that runs it. `compare` defaults to the
+    first two arms; `metric=`, `paper=` or `why=` given here (a computed or shared text) take
+    the place of that docstring paragraph. The function is returned unchanged."""
+
+    def register_function(run_seed: SeedRunner) -> SeedRunner:
+        text = {**read_card(run_seed.__doc__ or ""), **card}
+        missing = [s for s in ("question", *CARD_SECTIONS) if not text.get(s)]
+        if missing:
+            raise ValueError(
+                f"lab {run_seed.__name__!r}: its card has no {', '.join(missing)}; its docstring "
+                "is the question, then paragraphs starting Metric:, Paper: and Why:"
+            )
+        register(
+            Lab(
+                name=run_seed.__name__,
+                chapter=chapter,
+                arms=arms,
+                compare=compare or (arms[0], arms[1]),
+                expected_sign=expected_sign,
+                run_seed=run_seed,
+                **text,
+            )
+        )
+        return run_seed
+
+    return register_function
+
+
 def get_lab(name: str) -> Lab:
     """The registered lab called `name`, or one line that lists the names there are."""
     if name not in LABS:
@@ -115,31 +170,6 @@ def seed_everything(seed: int) -> torch.Generator:
     random.seed(seed)
     torch.manual_seed(seed)
     return torch.Generator().manual_seed(seed)
-
-
-def tiny_config(
-    config_class: type[C],
-    vocab_size: int,
-    hidden_size: int = 64,
-    layers: int = 2,
-    heads: int = 4,
-    max_positions: int = 128,
-    **overrides: Any,
-) -> C:
-    """A lab-sized config of any family (no dropout, so seeds differ only by data and init):
-    `tiny_config(AlbertConfig, 512, embedding_size=16)`."""
-    sizes: dict[str, Any] = {
-        "vocab_size": vocab_size,
-        "hidden_size": hidden_size,
-        "num_hidden_layers": layers,
-        "num_attention_heads": heads,
-        "intermediate_size": 4 * hidden_size,
-        "max_position_embeddings": max_positions,
-        "hidden_dropout_prob": 0.0,
-        "attention_probs_dropout_prob": 0.0,
-    }
-    sizes.update(overrides)
-    return config_class(**sizes)
 
 
 def fit(

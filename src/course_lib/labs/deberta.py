@@ -22,15 +22,20 @@ All arms are the same one-layer, one-head DeBERTa with no absolute positions
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+
 import torch
 from torch import Tensor
 
-from course_lib.config import DebertaConfig
+from course_lib.config import DebertaConfig, tiny_config
 from course_lib.labels import IGNORE_INDEX
-from course_lib.labs.core import Lab, choose, fit, register, seed_everything, tiny_config
+from course_lib.labs.core import choose, fit, lab, seed_everything
 from course_lib.models.deberta import DebertaForTokenClassification
 
 N_SYMBOLS = 12  # what a label can be: chance is 1/12
+# (B, T) ids -> (B, T) labels: look_back_labels or pointed_at_labels
+LabelRule = Callable[[Tensor], Tensor]
 N_OFFSETS = 6  # offsets 1..6: how far a token looks back (c2p task) or points ahead (p2c task)
 LENGTH = 24  # tokens per sequence; positions 0..N_OFFSETS-1 carry no label (incomplete window)
 VOCAB = N_SYMBOLS * N_OFFSETS  # token id = (offset - 1) * N_SYMBOLS + symbol: 72 tokens
@@ -125,7 +130,7 @@ def lab_config(pos_att_type: list[str], hidden_size: int = 32) -> DebertaConfig:
 
 def _term_accuracy(
     seed: int,
-    labels_of,  # (B, T) ids -> (B, T) labels: look_back_labels or pointed_at_labels
+    labels_of: LabelRule,
     pos_att_type: list[str],
     steps: int,
     batch: int,
@@ -155,22 +160,6 @@ def _budget(preset: str) -> tuple[int, int]:
     return steps, batch
 
 
-def _c2p_seed(seed: int, preset: str, device: torch.device) -> dict[str, float]:
-    steps, batch = _budget(preset)
-    return {
-        arm: _term_accuracy(seed, look_back_labels, POSITION_TERMS[arm], steps, batch, device)
-        for arm in ("c2p_p2c", "no_c2p", "no_p2c", "c2c_only")
-    }
-
-
-def _p2c_seed(seed: int, preset: str, device: torch.device) -> dict[str, float]:
-    steps, batch = _budget(preset)
-    return {
-        arm: _term_accuracy(seed, pointed_at_labels, POSITION_TERMS[arm], steps, batch, device)
-        for arm in ("c2p_p2c", "no_p2c", "no_c2p", "c2c_only")
-    }
-
-
 _PAPER = (
     "DeBERTa (He et al. 2021) §3.1 argues both cross terms are needed; Table 4 (base models, "
     "Wikipedia + BookCorpus): removing C2P costs 0.4/0.5 MNLI-m/mm, 0.5 SQuAD v1.1 F1, 1.2 SQuAD "
@@ -178,56 +167,53 @@ _PAPER = (
     "removing P2C costs 0.3/0.4, 0.4, 1.7 and 2.1 (-> 86.0/85.8, 91.7, 80.8, 69.6)."
 )
 
-C2P_NEEDED = register(
-    Lab(
-        name="c2p_needed",
-        chapter="04_deberta_distil",
-        question=(
-            "Is the content-to-position term needed when a token's own content says how far back "
-            "to look? Accuracy at reading the symbol offset(x_i) places to the left."
-        ),
-        metric=(
-            f"accuracy on the symbol at i - offset(x_i) (chance 1/{N_SYMBOLS}; one fixed distance "
-            f"for all: {fixed_offset_accuracy():.3f})"
-        ),
-        arms=("c2p_p2c", "no_c2p", "no_p2c", "c2c_only"),
-        compare=("c2p_p2c", "no_c2p"),
-        expected_sign="+",
-        paper=_PAPER,
-        why=(
-            "The distance to read is a function of the query's content, and tokens are i.i.d., so "
-            "neither content nor absolute position alone predicts the label, and with no "
-            "absolute positions c2c is blind to order. In one head only c2p, Q_c(i) · K_r(i - j), "
-            "couples the query's content to the distance; p2c couples the KEY's content to it, "
-            "which is independent of the offset the query needs."
-        ),
-        run_seed=_c2p_seed,
-    )
-)
 
-P2C_NEEDED = register(
-    Lab(
-        name="p2c_needed",
-        chapter="04_deberta_distil",
-        question=(
-            "Is the position-to-content term needed when a token's content says for which later "
-            "position it is the answer? Accuracy at naming the one token that points at i."
-        ),
-        metric=(
-            f"accuracy on the symbol of the token j < i with j + offset(x_j) = i (chance "
-            f"1/{N_SYMBOLS}; one fixed distance for all: {fixed_offset_accuracy():.3f})"
-        ),
-        arms=("c2p_p2c", "no_p2c", "no_c2p", "c2c_only"),
-        compare=("c2p_p2c", "no_p2c"),
-        expected_sign="+",
-        paper=_PAPER,
-        why=(
-            "The mirror image: the distance is a function of the KEY's content, so the right key "
-            "is the one whose offset equals its distance to the query, a product of key content "
-            "and distance. Only p2c, K_c(j) · Q_r(i - j), scores that pair; without it one head's "
-            "weights factor into a content part times a distance part (c2c + c2p), which cannot "
-            "single out 'offset = distance' among the six keys before the query."
-        ),
-        run_seed=_p2c_seed,
+def _metric(target: str) -> str:
+    """What both labs report: accuracy on `target`, with chance and the best one fixed distance."""
+    return (
+        f"accuracy on {target} (chance 1/{N_SYMBOLS}; one fixed distance for all: "
+        f"{fixed_offset_accuracy():.3f})"
     )
-)
+
+
+def _arm_accuracies(
+    seed: int, preset: str, device: torch.device, labels_of: LabelRule, arms: tuple[str, ...]
+) -> dict[str, float]:
+    """Train every arm (a set of position terms) on one labelling rule; accuracy per arm."""
+    steps, batch = _budget(preset)
+    return {
+        arm: _term_accuracy(seed, labels_of, POSITION_TERMS[arm], steps, batch, device)
+        for arm in arms
+    }
+
+
+# The two labs are mirror images: the same chapter, paper and prediction (the full model wins).
+term_lab = partial(lab, "04_deberta_distil", expected_sign="+", paper=_PAPER)
+C2P_ARMS = ("c2p_p2c", "no_c2p", "no_p2c", "c2c_only")
+P2C_ARMS = ("c2p_p2c", "no_p2c", "no_c2p", "c2c_only")
+
+
+@term_lab(arms=C2P_ARMS, metric=_metric("the symbol at i - offset(x_i)"))
+def c2p_needed(seed: int, preset: str, device: torch.device) -> dict[str, float]:
+    """Is the content-to-position term needed when a token's own content says how far back to
+    look? Accuracy at reading the symbol offset(x_i) places to the left.
+
+    Why: The distance to read is a function of the query's content, and tokens are i.i.d., so
+    neither content nor absolute position alone predicts the label, and with no absolute
+    positions c2c is blind to order. In one head only c2p, Q_c(i) · K_r(i - j), couples the
+    query's content to the distance; p2c couples the KEY's content to it, which is independent
+    of the offset the query needs."""
+    return _arm_accuracies(seed, preset, device, look_back_labels, C2P_ARMS)
+
+
+@term_lab(arms=P2C_ARMS, metric=_metric("the symbol of the token j < i with j + offset(x_j) = i"))
+def p2c_needed(seed: int, preset: str, device: torch.device) -> dict[str, float]:
+    """Is the position-to-content term needed when a token's content says for which later
+    position it is the answer? Accuracy at naming the one token that points at i.
+
+    Why: The mirror image: the distance is a function of the KEY's content, so the right key is
+    the one whose offset equals its distance to the query, a product of key content and
+    distance. Only p2c, K_c(j) · Q_r(i - j), scores that pair; without it one head's weights
+    factor into a content part times a distance part (c2c + c2p), which cannot single out
+    'offset = distance' among the six keys before the query."""
+    return _arm_accuracies(seed, preset, device, pointed_at_labels, P2C_ARMS)

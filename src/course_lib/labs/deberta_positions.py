@@ -15,18 +15,36 @@ relative-only model sees), so those tokens say nothing about p. The arms differ 
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import Tensor
 
-from course_lib.config import DebertaConfig
+from course_lib.config import DebertaConfig, tiny_config
 from course_lib.labels import IGNORE_INDEX
-from course_lib.labs.core import Lab, choose, fit, register, seed_everything, tiny_config
+from course_lib.labs.core import choose, fit, lab, seed_everything
 from course_lib.models.deberta import DebertaForMaskedLM
 
 # Vocabulary shared by both labs: ids 0..3 are special, content words are 4..4+N_CONTENT-1.
 PAD, MASK, CLS, SEP = 0, 1, 2, 3
 N_SPECIAL = 4
 N_CONTENT = 16
+
+
+def small_deberta(vocab_size: int, max_positions: int, **switches: Any) -> DebertaConfig:
+    """The DeBERTa both labs train (1 layer, H 32, 2 heads, init 0.1); `switches` set the
+    position mechanism, the only thing their arms change."""
+    return tiny_config(
+        DebertaConfig,
+        vocab_size,
+        hidden_size=32,
+        layers=1,
+        heads=2,
+        max_positions=max_positions,
+        initializer_range=0.1,
+        **switches,
+    )
+
 
 # ---------------------------------------------------------------------------------------------
 # (c) relative_length_generalization
@@ -68,16 +86,7 @@ def position_config(arm: str, max_positions: int = TEST_LENGTH) -> DebertaConfig
         )
     else:
         raise ValueError(f"arm must be 'relative' or 'absolute', got {arm!r}")
-    return tiny_config(
-        DebertaConfig,
-        N_SPECIAL + N_CONTENT,
-        hidden_size=32,
-        layers=1,
-        heads=2,
-        max_positions=max_positions,
-        initializer_range=0.1,
-        **position,
-    )
+    return small_deberta(N_SPECIAL + N_CONTENT, max_positions, **position)
 
 
 def _shift_accuracy(
@@ -103,42 +112,32 @@ def _shift_accuracy(
     return float(unseen), float(seen)
 
 
-def _length_seed(seed: int, preset: str, device: torch.device) -> dict[str, float]:
+@lab(
+    "04_deberta_distil",
+    arms=("relative", "absolute", "absolute_seen"),
+    expected_sign="+",
+    metric=f"accuracy at positions 32-63 of length-64 rows (chance 1/{N_CONTENT}); "
+    "absolute_seen: the absolute arm at positions 3-31, as trained",
+)
+def relative_length_generalization(
+    seed: int, preset: str, device: torch.device
+) -> dict[str, float]:
+    """Trained on length 32, does the rule 'copy the token 3 to the left' still work at
+    positions 32-63 of length-64 rows with relative distances, and with absolute ones?
+
+    Paper: Shaw et al. 2018 (sec. 3.2): clipping the relative distance at k 'enables the model
+    to generalize to sequence lengths not seen during training'; DeBERTa (He et al. 2021, sec.
+    3.1) uses the same clipped distance delta(i, j) with 2k table rows.
+
+    Why: The label at i is the token at i - 3 for every i, so the task is identical at every
+    length; the relative arm meets only trained table rows at length 64 (distances are clipped
+    at 8), while the absolute arm's rows 32-63 received no gradient in training."""
     steps = choose(preset, fast=120, live=250, full=300, gpu=800)
     batch = choose(preset, fast=32, gpu=128)
     relative, _ = _shift_accuracy(seed, "relative", steps, batch, device)
     absolute, absolute_seen = _shift_accuracy(seed, "absolute", steps, batch, device)
     return {"relative": relative, "absolute": absolute, "absolute_seen": absolute_seen}
 
-
-LENGTH_GENERALIZATION = register(
-    Lab(
-        name="relative_length_generalization",
-        chapter="04_deberta_distil",
-        question=(
-            "Trained on length 32, does the rule 'copy the token 3 to the left' still work at "
-            "positions 32-63 of length-64 rows with relative distances, and with absolute ones?"
-        ),
-        metric=(
-            f"accuracy at positions 32-63 of length-64 rows (chance 1/{N_CONTENT}); "
-            "absolute_seen: the absolute arm at positions 3-31, as trained"
-        ),
-        arms=("relative", "absolute", "absolute_seen"),
-        compare=("relative", "absolute"),
-        expected_sign="+",
-        paper=(
-            "Shaw et al. 2018 (sec. 3.2): clipping the relative distance at k 'enables the model "
-            "to generalize to sequence lengths not seen during training'; DeBERTa (He et al. "
-            "2021, sec. 3.1) uses the same clipped distance delta(i, j) with 2k table rows."
-        ),
-        why=(
-            "The label at i is the token at i - 3 for every i, so the task is identical at every "
-            "length; the relative arm meets only trained table rows at length 64 (distances are "
-            "clipped at 8), while the absolute arm's rows 32-63 received no gradient in training."
-        ),
-        run_seed=_length_seed,
-    )
-)
 
 # ---------------------------------------------------------------------------------------------
 # (d) emd_absolute_position
@@ -193,14 +192,9 @@ def sample_slot_task(
 def emd_config(use_emd: bool) -> DebertaConfig:
     """DeBERTa (1 layer, H 32, relative attention clipped at CLIP, no absolute input) with or
     without the enhanced mask decoder: the one switch between the arms."""
-    return tiny_config(
-        DebertaConfig,
+    return small_deberta(
         POSITION_WORDS + N_CLASSES,
-        hidden_size=32,
-        layers=1,
-        heads=2,
-        max_positions=EMD_LENGTH,
-        initializer_range=0.1,
+        EMD_LENGTH,
         position_buckets=-1,
         max_relative_positions=CLIP,
         use_emd=use_emd,
@@ -224,39 +218,28 @@ def _slot_accuracy(seed: int, use_emd: bool, steps: int, batch: int, device: tor
     return float((predicted == labels[labels != IGNORE_INDEX]).float().mean())
 
 
-def _emd_seed(seed: int, preset: str, device: torch.device) -> dict[str, float]:
+@lab(
+    "04_deberta_distil",
+    arms=("emd", "no_emd"),
+    expected_sign="+",
+    metric=f"accuracy on masked position words, slots 16-46 (chance 1/{N_CLASSES})",
+)
+def emd_absolute_position(seed: int, preset: str, device: torch.device) -> dict[str, float]:
+    """When a masked word is determined by its absolute slot, does DeBERTa need the enhanced
+    mask decoder's absolute positions to predict it?
+
+    Paper: DeBERTa (He et al. 2021) sec. 3.2: in 'a new store opened beside the new mall' the
+    local contexts of the masked 'store' and 'mall' are alike; absolute position is added just
+    before the softmax (EMD). Table 4: -EMD costs 0.2/0.1 MNLI-m/mm, 0.3/0.3 SQuAD v1.1 F1/EM,
+    1.2/1.3 SQuAD v2.0, 1.4 RACE.
+
+    Why: Rows start after a random number of pads (0-15), drawn independently of the real
+    tokens, so what relative attention sees is independent of the slot p = pads + index: the
+    relative-only model is at chance (1/8) by construction, while the EMD adds the embedding of
+    p."""
     steps = choose(preset, fast=60, live=150, full=200, gpu=600)
     batch = choose(preset, fast=32, gpu=128)
     return {
         "emd": _slot_accuracy(seed, True, steps, batch, device),
         "no_emd": _slot_accuracy(seed, False, steps, batch, device),
     }
-
-
-EMD_ABSOLUTE = register(
-    Lab(
-        name="emd_absolute_position",
-        chapter="04_deberta_distil",
-        question=(
-            "When a masked word is determined by its absolute slot, does DeBERTa need the "
-            "enhanced mask decoder's absolute positions to predict it?"
-        ),
-        metric=f"accuracy on masked position words, slots 16-46 (chance 1/{N_CLASSES})",
-        arms=("emd", "no_emd"),
-        compare=("emd", "no_emd"),
-        expected_sign="+",
-        paper=(
-            "DeBERTa (He et al. 2021) sec. 3.2: in 'a new store opened beside the new mall' the "
-            "local contexts of the masked 'store' and 'mall' are alike; absolute position is "
-            "added just before the softmax (EMD). Table 4: -EMD costs 0.2/0.1 MNLI-m/mm, "
-            "0.3/0.3 SQuAD v1.1 F1/EM, 1.2/1.3 SQuAD v2.0, 1.4 RACE."
-        ),
-        why=(
-            "Rows start after a random number of pads (0-15), drawn independently of the real "
-            "tokens, so what relative attention sees is independent of the slot p = pads + "
-            "index: the relative-only model is at chance (1/8) by construction, while the EMD "
-            "adds the embedding of p."
-        ),
-        run_seed=_emd_seed,
-    )
-)

@@ -22,8 +22,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from course_lib.config import BertConfig
-from course_lib.labs.core import Lab, choose, fit, register, seed_everything, tiny_config
+from course_lib.config import BertConfig, tiny_config
+from course_lib.labs.core import choose, fit, lab, seed_everything
 from course_lib.models.bert import BertForMaskedLM
 from course_lib.objectives.distillation import kl_distillation_loss
 
@@ -253,7 +253,22 @@ def _sizes(preset: str, train: int) -> dict[str, int]:
     }
 
 
-def _soft_vs_hard_seed(seed: int, preset: str, device: torch.device) -> dict[str, float]:
+@lab("04_deberta_distil", arms=("soft", "hard"), expected_sign="-")
+def soft_vs_hard_targets(seed: int, preset: str, device: torch.device) -> dict[str, float]:
+    """With little data, does a student learn the true distribution better from the teacher's
+    soft targets than from the hard labels (the tokens that were sampled)?
+
+    Metric: held-out KL(true posterior || student) at masked positions, nats (lower is better)
+
+    Paper: Hinton, Vinyals & Dean 2015, section 6 and Table 5: a speech model trained on 3% of
+    the data with the big model's soft targets reaches 57.0% test frame accuracy (hard targets
+    on the same 3%: 44.5%, overfitting; hard targets on all the data: 58.9%). DistilBERT (Sanh
+    et al. 2019) section 2 trains on the soft targets (L_ce).
+
+    Why: The teacher is the exact posterior p(x_i | visible tokens) of an HMM, by
+    forward-backward; the hard arm sees one sample from that same distribution. With 128
+    training sequences repeated for 400 steps, a hard label can only be memorised, while a soft
+    target already is the answer: the two arms differ only in the target."""
     sizes = _sizes(preset, train=128)
     return {
         "soft": train_student(seed, Setting(soft=True), sizes, device),
@@ -261,7 +276,27 @@ def _soft_vs_hard_seed(seed: int, preset: str, device: torch.device) -> dict[str
     }
 
 
-def _temperature_seed(seed: int, preset: str, device: torch.device) -> dict[str, float]:
+@lab("04_deberta_distil", arms=("T=8", "T=2", "T=1"), expected_sign="+", compare=("T=8", "T=1"))
+def distil_temperature(seed: int, preset: str, device: torch.device) -> dict[str, float]:
+    """When the teacher is exact, does distilling at a high temperature (T = 8) beat T = 1?
+    Every arm uses T^2 * KL(softmax(t/T) || softmax(s/T)) and predicts at T = 1; T = 2
+    (DistilBERT's) is shown between them.
+
+    Metric: held-out KL(true posterior || student) at masked positions, nats (lower is better)
+
+    Paper: Hinton et al. 2015 section 2: raise T so that the tiny probabilities of a confident
+    teacher (its 'dark knowledge') weigh in the loss; section 2.1: as T grows the gradient
+    becomes logit matching, and at low T the student pays little attention to very negative
+    logits, 'potentially advantageous' when those are noise. DistilBERT uses T = 2 (the
+    reference README's command).
+
+    Why: Dividing both teacher and student logits by T leaves the target unchanged (the minimum
+    is student logits = teacher logits + a constant at every T); T only changes what the loss
+    weighs. Here the teacher is the exact posterior, calibrated and not over-confident, with a
+    long tail of near-impossible tokens (emission floor 1e-4), so high T spends the student's
+    fit on reproducing log-probabilities near -12 that the T = 1 metric hardly counts;
+    predicted: T = 8 ends worse. (A 2-seed pilot at T = 4 gave +0.02 and +0.37 nats: the
+    predicted sign, too variable to judge.)"""
     # A language with a long tail: the emission floor 1e-4 puts many log-probabilities near -12.
     sizes = {**_sizes(preset, train=128), "floor": TAIL_FLOOR}
     return {
@@ -269,101 +304,25 @@ def _temperature_seed(seed: int, preset: str, device: torch.device) -> dict[str,
     }
 
 
-def _all_tokens_seed(seed: int, preset: str, device: torch.device) -> dict[str, float]:
+@lab("04_deberta_distil", arms=("all_tokens", "masked_only"), expected_sign="-")
+def distil_all_tokens(seed: int, preset: str, device: torch.device) -> dict[str, float]:
+    """Should the soft-target loss cover every token (DistilBERT's reference default) or only
+    the masked ones? Little data; the metric is measured at masked positions.
+
+    Metric: held-out KL(true posterior || student) at masked positions, nats (lower is better)
+
+    Paper: DistilBERT (Sanh et al. 2019) section 2 defines L_ce over the teacher's soft
+    probabilities without naming positions; the reference distiller.py (transformers,
+    examples/research_projects/distillation) averages it over every real token unless
+    --restrict_ce_to_mask is given, and the README's training command does not give it.
+
+    Why: The teacher is a perfect BERT: the exact posterior at masked positions and, at a
+    visible token, the Bayes-optimal hedge of BERT's 80/10/10 training (the token itself or the
+    context's posterior), so every visible position also carries the context's distribution.
+    With ~15% masked, the all-tokens arm gets about 6x more soft targets per sequence from the
+    same 128 sequences; the arms differ only in the positions."""
     sizes = _sizes(preset, train=128)
     return {
         "all_tokens": train_student(seed, Setting(all_tokens=True), sizes, device),
         "masked_only": train_student(seed, Setting(all_tokens=False), sizes, device),
     }
-
-
-SOFT_VS_HARD = register(
-    Lab(
-        name="soft_vs_hard_targets",
-        chapter="04_deberta_distil",
-        question=(
-            "With little data, does a student learn the true distribution better from the "
-            "teacher's soft targets than from the hard labels (the tokens that were sampled)?"
-        ),
-        metric="held-out KL(true posterior || student) at masked positions, nats (lower is better)",
-        arms=("soft", "hard"),
-        compare=("soft", "hard"),
-        expected_sign="-",
-        paper=(
-            "Hinton, Vinyals & Dean 2015, section 6 and Table 5: a speech model trained on 3% of "
-            "the data with the big model's soft targets reaches 57.0% test frame accuracy "
-            "(hard targets on the same 3%: 44.5%, overfitting; hard targets on all the data: "
-            "58.9%). DistilBERT (Sanh et al. 2019) section 2 trains on the soft targets (L_ce)."
-        ),
-        why=(
-            "The teacher is the exact posterior p(x_i | visible tokens) of an HMM, by "
-            "forward-backward; the hard arm sees one sample from that same distribution. With 128 "
-            "training sequences repeated for 400 steps, a hard label can only be memorised, while "
-            "a soft target already is the answer: the two arms differ only in the target."
-        ),
-        run_seed=_soft_vs_hard_seed,
-    )
-)
-
-TEMPERATURE = register(
-    Lab(
-        name="distil_temperature",
-        chapter="04_deberta_distil",
-        question=(
-            "When the teacher is exact, does distilling at a high temperature (T = 8) beat T = 1? "
-            "Every arm uses T^2 * KL(softmax(t/T) || softmax(s/T)) and predicts at T = 1; T = 2 "
-            "(DistilBERT's) is shown between them."
-        ),
-        metric="held-out KL(true posterior || student) at masked positions, nats (lower is better)",
-        arms=("T=8", "T=2", "T=1"),
-        compare=("T=8", "T=1"),
-        expected_sign="+",
-        paper=(
-            "Hinton et al. 2015 section 2: raise T so that the tiny probabilities of a confident "
-            "teacher (its 'dark knowledge') weigh in the loss; section 2.1: as T grows the "
-            "gradient becomes logit matching, and at low T the student pays little attention to "
-            "very negative logits, 'potentially advantageous' when those are noise. "
-            "DistilBERT uses T = 2 (the reference README's command)."
-        ),
-        why=(
-            "Dividing both teacher and student logits by T leaves the target unchanged (the "
-            "minimum is student logits = teacher logits + a constant at every T); T only changes "
-            "what the loss weighs. Here the teacher is the exact posterior, calibrated and not "
-            "over-confident, with a long tail of near-impossible tokens (emission floor 1e-4), so "
-            "high T spends the student's fit on reproducing log-probabilities near -12 that the "
-            "T = 1 metric hardly counts; predicted: T = 8 ends worse. (A 2-seed pilot at T = 4 "
-            "gave +0.02 and +0.37 nats: the predicted sign, too variable to judge.)"
-        ),
-        run_seed=_temperature_seed,
-    )
-)
-
-ALL_TOKENS = register(
-    Lab(
-        name="distil_all_tokens",
-        chapter="04_deberta_distil",
-        question=(
-            "Should the soft-target loss cover every token (DistilBERT's reference default) or "
-            "only the masked ones? Little data; the metric is measured at masked positions."
-        ),
-        metric="held-out KL(true posterior || student) at masked positions, nats (lower is better)",
-        arms=("all_tokens", "masked_only"),
-        compare=("all_tokens", "masked_only"),
-        expected_sign="-",
-        paper=(
-            "DistilBERT (Sanh et al. 2019) section 2 defines L_ce over the teacher's soft "
-            "probabilities without naming positions; the reference distiller.py "
-            "(transformers, examples/research_projects/distillation) averages it over every real "
-            "token unless --restrict_ce_to_mask is given, and the README's training command "
-            "does not give it."
-        ),
-        why=(
-            "The teacher is a perfect BERT: the exact posterior at masked positions and, at a "
-            "visible token, the Bayes-optimal hedge of BERT's 80/10/10 training (the token itself "
-            "or the context's posterior), so every visible position also carries the context's "
-            "distribution. With ~15% masked, the all-tokens arm gets about 6x more soft targets "
-            "per sequence from the same 128 sequences; the arms differ only in the positions."
-        ),
-        run_seed=_all_tokens_seed,
-    )
-)

@@ -15,10 +15,10 @@ import torch
 from tokenizers import Tokenizer, models, pre_tokenizers
 from torch import Tensor
 
-from course_lib.config import RobertaConfig
+from course_lib.config import RobertaConfig, tiny_config
 from course_lib.data.collator import PretrainingCollator, StaticMaskedDataset
 from course_lib.labels import IGNORE_INDEX
-from course_lib.labs.core import Lab, choose, fit, register, seed_everything, tiny_config
+from course_lib.labs.core import choose, fit, lab, seed_everything
 from course_lib.models.roberta import RobertaForMaskedLM
 from course_lib.objectives.masking import MaskingConfig
 from course_lib.tokenization.families import special_added_tokens
@@ -140,7 +140,22 @@ def _masking_accuracy(
     return held_out_accuracy(arm, seed, device)
 
 
-def _masking_seed(seed: int, preset: str, device: torch.device) -> dict[str, float]:
+@lab("02_roberta", arms=("dynamic", "static"), expected_sign="+")
+def dynamic_vs_static_masking(seed: int, preset: str, device: torch.device) -> dict[str, float]:
+    """Does drawing a fresh mask every epoch matter when a small corpus is seen many times?
+    Held-out masked-token accuracy after many epochs over 128 sequences.
+
+    Metric: held-out masked-token accuracy (chance 1/256)
+
+    Paper: RoBERTa (Liu et al. 2019) Table 1, BERT-base: static masking 78.3 / 84.3 / 92.5,
+    dynamic 78.7 / 84.0 / 92.9 (SQuAD 2.0 F1 / MNLI-m / SST-2): comparable or slightly better;
+    static there meant 10 masked copies over 40 epochs.
+
+    Why: Every token is a function of its pair partner through a random permutation that can
+    only be learned from masked examples. With one fixed mask, each training sequence only ever
+    asks about its 15% of positions, so entries of the permutation that no fixed mask covers are
+    never learned, and the model can fit its training loss by memorising those few answers;
+    fresh masks ask about every entry in turn."""
     steps = choose(preset, fast=150, live=300, full=400, gpu=1000)
     batch = choose(preset, fast=64)
     n_train = choose(preset, fast=128)
@@ -148,35 +163,6 @@ def _masking_seed(seed: int, preset: str, device: torch.device) -> dict[str, flo
         "dynamic": _masking_accuracy(seed, True, steps, batch, n_train, device),
         "static": _masking_accuracy(seed, False, steps, batch, n_train, device),
     }
-
-
-DYNAMIC_MASKING = register(
-    Lab(
-        name="dynamic_vs_static_masking",
-        chapter="02_roberta",
-        question=(
-            "Does drawing a fresh mask every epoch matter when a small corpus is seen many "
-            "times? Held-out masked-token accuracy after many epochs over 128 sequences."
-        ),
-        metric="held-out masked-token accuracy (chance 1/256)",
-        arms=("dynamic", "static"),
-        compare=("dynamic", "static"),
-        expected_sign="+",
-        paper=(
-            "RoBERTa (Liu et al. 2019) Table 1, BERT-base: static masking 78.3 / 84.3 / 92.5, "
-            "dynamic 78.7 / 84.0 / 92.9 (SQuAD 2.0 F1 / MNLI-m / SST-2): comparable or slightly "
-            "better; static there meant 10 masked copies over 40 epochs."
-        ),
-        why=(
-            "Every token is a function of its pair partner through a random permutation that "
-            "can only be learned from masked examples. With one fixed mask, each training "
-            "sequence only ever asks about its 15% of positions, so entries of the permutation "
-            "that no fixed mask covers are never learned, and the model can fit its training "
-            "loss by memorising those few answers; fresh masks ask about every entry in turn."
-        ),
-        run_seed=_masking_seed,
-    )
-)
 
 
 # ----- byte_bpe_vs_wordpiece -----------------------------------------------------------------
@@ -332,40 +318,25 @@ def masked_word_accuracy(
     return float((~wrong & ~unknown).float().mean())
 
 
-def _tokenizer_seed(seed: int, preset: str, device: torch.device) -> dict[str, float]:
+@lab("02_roberta", arms=("byte_bpe", "wordpiece"), expected_sign="+")
+def byte_bpe_vs_wordpiece(seed: int, preset: str, device: torch.device) -> dict[str, float]:
+    """Does a tokenizer without unknown tokens matter when the text has letters its training
+    text lacked? Held-out masked-word recovery, byte-level BPE vs WordPiece.
+
+    Metric: held-out masked words recovered exactly (all pieces right, none unknown)
+
+    Paper: RoBERTa (Liu et al. 2019) §4.4: a 50K byte-level BPE (GPT-2, Radford et al. 2019
+    §2.2) encodes any text without unknown tokens; in early experiments it was slightly worse on
+    some end tasks than BERT's 30K vocabulary, adopted for the universal encoding.
+
+    Why: Both tokenizers are trained on the same text with the Greek letters deleted, and the
+    same tiny RoBERTa is then trained on text where half of the values end with one (kamo ->
+    kamoδ). WordPiece writes each such word as [UNK]: it can never be predicted, and its key
+    partner loses its only clue; byte-level BPE spells it with two byte pieces, so every word
+    stays learnable."""
     steps = choose(preset, fast=60, live=400, full=400, gpu=1000)
     batch = choose(preset, fast=32, live=64)
     return {
         "byte_bpe": _word_recovery(seed, "bpe", steps, batch, device),
         "wordpiece": _word_recovery(seed, "wordpiece", steps, batch, device),
     }
-
-
-BYTE_BPE = register(
-    Lab(
-        name="byte_bpe_vs_wordpiece",
-        chapter="02_roberta",
-        question=(
-            "Does a tokenizer without unknown tokens matter when the text has letters its "
-            "training text lacked? Held-out masked-word recovery, byte-level BPE vs WordPiece."
-        ),
-        metric="held-out masked words recovered exactly (all pieces right, none unknown)",
-        arms=("byte_bpe", "wordpiece"),
-        compare=("byte_bpe", "wordpiece"),
-        expected_sign="+",
-        paper=(
-            "RoBERTa (Liu et al. 2019) §4.4: a 50K byte-level BPE (GPT-2, Radford et al. 2019 "
-            "§2.2) encodes any text without unknown tokens; in early experiments it was slightly "
-            "worse on some end tasks than BERT's 30K vocabulary, adopted for the universal "
-            "encoding."
-        ),
-        why=(
-            "Both tokenizers are trained on the same text with the Greek letters deleted, and "
-            "the same tiny RoBERTa is then trained on text where half of the values end with one "
-            "(kamo -> kamoδ). WordPiece writes each such word as [UNK]: it can never be "
-            "predicted, and its key partner loses its only clue; byte-level BPE spells it with "
-            "two byte pieces, so every word stays learnable."
-        ),
-        run_seed=_tokenizer_seed,
-    )
-)

@@ -66,6 +66,16 @@ def truncate_longest_first(a: list[Any], b: list[Any] | None, budget: int) -> in
     return removed
 
 
+def special_token_id(role: str, doc: str | None = None) -> property:
+    """A read-only `<role>_token_id` property: the id of the tokenizer's `role` special token
+    ("pad", "cls", ...), so the five roles share one definition."""
+
+    def token_id(tokenizer: CourseTokenizer) -> int:
+        return tokenizer._id(role)
+
+    return property(token_id, doc=doc or f"The id of the {role!r} special token.")
+
+
 class CourseTokenizer:
     """A WordPiece, byte-level BPE or Unigram tokenizer with BERT/RoBERTa/ALBERT layouts."""
 
@@ -118,27 +128,11 @@ class CourseTokenizer:
     def _id(self, role: str) -> int:
         return int(self.backend.token_to_id(self._special_tokens[role]))
 
-    @property
-    def pad_token_id(self) -> int:
-        return self._id("pad")
-
-    @property
-    def unk_token_id(self) -> int:
-        return self._id("unk")
-
-    @property
-    def cls_token_id(self) -> int:
-        """[CLS] for BERT/ALBERT, <s> for RoBERTa."""
-        return self._id("cls")
-
-    @property
-    def sep_token_id(self) -> int:
-        """[SEP] for BERT/ALBERT, </s> for RoBERTa."""
-        return self._id("sep")
-
-    @property
-    def mask_token_id(self) -> int:
-        return self._id("mask")
+    pad_token_id = special_token_id("pad")
+    unk_token_id = special_token_id("unk")
+    cls_token_id = special_token_id("cls", "[CLS] for BERT/ALBERT, <s> for RoBERTa.")
+    sep_token_id = special_token_id("sep", "[SEP] for BERT/ALBERT, </s> for RoBERTa.")
+    mask_token_id = special_token_id("mask")
 
     @property
     def mask_token(self) -> str:

@@ -1,8 +1,8 @@
 """Where the parameters are: an explorer widget and a stacked-bar breakdown.
 
 Counts come from `course_lib.count_parameters` (closed-form and exact), so the widget is
-instant even for BERT-large. The widget offers the families of `PARAMETER_FAMILIES`, a fixed
-table: adding a family is one entry there.
+instant even for BERT-large. The widget offers every family of `config.CONFIG_CLASSES`;
+`WIDGET_OPTIONS` says which fields a family edits where the default does not fit.
 """
 
 from __future__ import annotations
@@ -18,17 +18,8 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.ticker import FuncFormatter
 
-from course_lib.config import (
-    SHARING,
-    AlbertConfig,
-    BertConfig,
-    DebertaConfig,
-    DistilBertConfig,
-    ElectraConfig,
-    ModernBertConfig,
-    RobertaConfig,
-)
-from course_lib.counting import COMPONENTS, count_parameters
+from course_lib.config import CONFIG_CLASSES, SHARING, BertConfig
+from course_lib.counting import COMPONENTS, TASKS, count_parameters
 from course_lib.models import MODEL_CLASSES
 from course_lib.viz._figure import CourseFigure, figure_to_png, png_base64
 
@@ -66,14 +57,6 @@ DEBERTA_FIELDS = (
 # ModernBERT's bias switches (all off as released; each adds its biases to the count).
 MODERNBERT_BIASES = ("norm_bias", "attention_bias", "mlp_bias", "decoder_bias", "classifier_bias")
 CUSTOM = "(custom)"
-TASKS = (
-    "Model",
-    "ForPreTraining",
-    "ForMaskedLM",
-    "ForSequenceClassification",
-    "ForTokenClassification",
-    "ForQuestionAnswering",
-)
 
 
 @dataclass(frozen=True)
@@ -112,30 +95,24 @@ class ParameterFamily:
         return self.config_class.from_preset(preset)
 
 
-# The families the explorer offers, in its dropdown order; adding one is one entry.
-PARAMETER_FAMILIES: dict[str, ParameterFamily] = {
-    "bert": ParameterFamily(BertConfig),
-    "roberta": ParameterFamily(RobertaConfig),
+# What a family's widget changes from the default (the size fields of FIELD_LABELS it has and its
+# bool switches); a family not listed here shows the default.
+WIDGET_OPTIONS: dict[str, dict[str, Any]] = {
     # E is the point of ALBERT's factorization, so it gets a slider: 16..1024 covers the paper's
     # Table 3 (E = 64, 128, 256, 768) and every preset (E = 128).
-    "albert": ParameterFamily(
-        AlbertConfig, choices={"sharing": SHARING}, sliders={"embedding_size": (16, 1024, 16)}
-    ),
-    "deberta": ParameterFamily(
-        DebertaConfig,
+    "albert": dict(choices={"sharing": SHARING}, sliders={"embedding_size": (16, 1024, 16)}),
+    "deberta": dict(
         only_fields=(
             *[f for f in FIELD_LABELS if f in BertConfig.__dataclass_fields__],
             *DEBERTA_FIELDS,
         ),
         choices={"norm_rel_ebd": ("layer_norm", "none")},
     ),
-    "distilbert": ParameterFamily(DistilBertConfig),
     # ELECTRA's E: 128 for small, 768 / 1024 (= H, no projection) for base / large.
-    "electra": ParameterFamily(ElectraConfig, sliders={"embedding_size": (16, 1024, 16)}),
+    "electra": dict(sliders={"embedding_size": (16, 1024, 16)}),
     # Only the fields that change the count (and the heads, which must divide H): the window,
     # the rotary bases, max positions (no table) and unpadding do not.
-    "modernbert": ParameterFamily(
-        ModernBertConfig,
+    "modernbert": dict(
         only_fields=(
             "num_hidden_layers",
             "hidden_size",
@@ -145,6 +122,11 @@ PARAMETER_FAMILIES: dict[str, ParameterFamily] = {
             *MODERNBERT_BIASES,
         ),
     ),
+}
+# The families the explorer offers: every family config, in CONFIG_CLASSES' (dropdown) order.
+PARAMETER_FAMILIES: dict[str, ParameterFamily] = {
+    name: ParameterFamily(config_class, **WIDGET_OPTIONS.get(name, {}))
+    for name, config_class in CONFIG_CLASSES.items()
 }
 
 
