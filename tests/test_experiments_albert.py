@@ -51,6 +51,24 @@ def test_sop_vs_nsp_fast(tmp_path):
         assert all(is_fraction(p["accuracy"]) for p in row["probe"].values())
         assert ("head_accuracy" in row) == (row["objective"] != "none")
         assert math.isfinite(row["eval_mlm_loss"])  # MLM is trained in every run by default
+        assert all(is_fraction(p["train_accuracy"]) for p in row["probe"].values())
+        if row["objective"] != "none":  # the trained head, on its own task and the other one
+            assert set(row["head"]) == {"nsp", "sop"}
+            assert row["head"][row["objective"]]["accuracy"] == row["head_accuracy"]
+            for scores in row["head"].values():
+                assert set(scores) == {"train_accuracy", "train_redraw_accuracy", "accuracy"}
+                assert all(is_fraction(v) for v in scores.values())
+    # Junction survival of the held-out pairs: always with the course's rule, rarely with
+    # BERT's random ends at 32 tokens.
+    for task, rules in results["data"]["junction"].items():
+        assert rules["junction"]["junction_survival"] == 1.0
+        assert rules["random"]["junction_survival"] < 0.5
+        assert rules["junction"]["pairs"] >= results["data"]["pairs"][task]["held_out"]
+    sop_entry = results["summary"]["sop"]
+    cross = [r["head"]["nsp"]["accuracy"] for r in results["runs"] if r["objective"] == "sop"]
+    assert sop_entry["heads"]["nsp"]["held_out"]["mean"] == pytest.approx(sum(cross) / len(cross))
+    assert "head_nsp" in sop_entry["minus_majority"] and "heads" not in results["summary"]["none"]
+    assert set(sop_entry["probes"]["sop"]) == {"train", "held_out"}
     for objective, entry in results["summary"].items():
         assert entry["probe_nsp"]["n"] == len(seeds) and entry["probe_nsp"]["std"] >= 0
         per_seed = [
@@ -131,9 +149,10 @@ def test_sharing_ablation_fast(tmp_path):
     assert (tmp_path / "sharing_ablation.png").stat().st_size > 1000
     check_provenance(results, "sharing_ablation")
     seeds = results["settings"]["seeds"]
-    assert len(results["runs"]) == len(exp.CONFIGS) * len(seeds)
     summary = results["summary"]
-    assert set(summary) == {label for label, _, _ in exp.CONFIGS}
+    post_ln = {label for label, _, _ in exp.POST_LN_CONFIGS}
+    assert set(summary) == {label for label, _, _ in exp.CONFIGS} | post_ln
+    assert len(results["runs"]) == (len(exp.CONFIGS) + len(post_ln)) * len(seeds)
     # exact counts: sharing and a smaller E can only remove parameters
     assert summary["all, E=32"]["parameters"] < summary["attention, E=32"]["parameters"]
     assert summary["attention, E=32"]["parameters"] < summary["none, E=32"]["parameters"]
@@ -151,18 +170,67 @@ def test_sharing_ablation_fast(tmp_path):
             seeds
         )
     assert 0 < results["data"]["unigram_loss"] < math.log(results["data"]["vocab_size"]) + 1
-    # Figure-1 measurements: one per seed, one value per applied layer
+    # the post-LN twins really are post-LN: no final LayerNorm (2H parameters fewer), and their
+    # loss is also paired against the pre-LN twin trained on the same seeds, data and masks
+    hidden = results["settings"]["hidden_size"]
+    for label in post_ln:
+        twin = exp.PRE_LN_TWIN[label]
+        assert summary[label]["pre_layer_norm"] is False and summary[twin]["pre_layer_norm"]
+        assert summary[twin]["parameters"] - summary[label]["parameters"] == 2 * hidden
+        mine = {r["seed"]: r["eval_mlm_loss"] for r in results["runs"] if r["config"] == label}
+        ref = {r["seed"]: r["eval_mlm_loss"] for r in results["runs"] if r["config"] == twin}
+        assert summary[label]["loss_minus_pre_ln"]["per_seed"] == pytest.approx(
+            [mine[s] - ref[s] for s in mine]
+        )
+    for row in results["runs"]:  # a logged training curve ending at the last step
+        assert row["train_curve"][-1][0] == results["settings"]["steps"]
+    # Figure-1 measurements: pre-LN and post-LN, one per seed, one value per applied layer
+    assert set(results["depth"]) == set(exp.DEPTH_CONFIGS)
     layers = results["settings"]["num_hidden_layers"]
     for per_seed in results["depth"].values():
         assert len(per_seed) == len(seeds)
         for d in per_seed:
             assert len(d["l2"]) == len(d["cosine"]) == layers
             assert all(-1.0 <= c <= 1.0 for c in d["cosine"]) and all(x >= 0 for x in d["l2"])
+    # the all-shared layer applied beyond the trained depth: its first steps ARE the trained depth
+    assert set(results["depth_iterated"]) == {"all, E=32", "all, E=32, post-LN"}
+    for label, per_seed in results["depth_iterated"].items():
+        for it, d in zip(per_seed, results["depth"][label]):
+            assert len(it["l2"]) == results["settings"]["iterate_layers"]
+            assert it["l2"][:layers] == pytest.approx(d["l2"], rel=1e-4, abs=1e-6)
+            assert it["cosine"][:layers] == pytest.approx(d["cosine"], rel=1e-4, abs=1e-6)
     # --restat recomputes the summary from the per-seed runs alone (no training)
     path = tmp_path / "sharing_ablation.json"
     path.write_text(json.dumps({**results, "summary": {}}))
     exp.main(["--restat", "--no-plot", "--out", str(tmp_path)])
     assert json.loads(path.read_text())["summary"] == results["summary"]
+
+
+def test_sharing_ablation_settings_and_arm_selection(tmp_path):
+    """The committed run trains at the init that learns for >= 2,000 steps; `configs` and
+    `post_ln` choose the arms, and --partial keeps the finished runs after each seed."""
+    exp = load("sharing_ablation")
+    assert exp.FULL["steps"] >= 2000 and exp.FULL["initializer_range"] == 0.08
+    assert exp.FULL["post_ln"] and len(exp.FULL["seeds"]) >= 3
+    results = exp.main(
+        [
+            "--fast",
+            "--out",
+            str(tmp_path),
+            "--seeds",
+            "0",
+            "--partial",
+            str(tmp_path / "partial.json"),
+            "--set",
+            'configs=["all, E=32"]',
+            "post_ln=false",
+        ]
+    )
+    assert [r["config"] for r in results["runs"]] == ["all, E=32"]
+    assert set(results["depth"]) == {"all, E=32"}
+    partial = json.loads((tmp_path / "partial.json").read_text())
+    assert [r["config"] for r in partial["runs"]] == ["all, E=32"]
+    assert (tmp_path / "sharing_ablation.png").stat().st_size > 1000  # plots without post-LN
 
 
 def test_overrides_are_checked():

@@ -20,7 +20,7 @@ from training_helpers import ToyCollator, tiny_config, tiny_mlm, toy_examples
 
 import course_lib.interop  # noqa: F401  (registers every family's conversions)
 from course_lib.data import Document
-from course_lib.data.pairs import _truncate_pair, make_nsp_examples
+from course_lib.data.pairs import make_nsp_examples, truncate_pair
 from course_lib.interop.core import from_transformers, to_transformers
 from course_lib.tokenization import train_tokenizer
 from course_lib.training import Trainer, TrainingConfig, load_checkpoint
@@ -264,7 +264,8 @@ def test_load_checkpoint_restores_the_global_random_streams(tmp_path):
 
 
 def test_truncation_trims_the_front_sometimes_and_the_back_sometimes():
-    """Bug: truncation always trims the same end of the longer segment."""
+    """Bug: BERT's random-ends truncation always trims the same end of the longer segment.
+    (The course's default keeps the A|B junction instead: tests/test_pairs.py.)"""
     rng = random.Random(0)
     lost_first = lost_last = 0
     for trial in range(200):
@@ -273,7 +274,7 @@ def test_truncation_trims_the_front_sometimes_and_the_back_sometimes():
         b = (list(range(100, 100 + n_b)), list(range(n_b)))
         original = (list(a[0]), list(b[0]))
         budget = max(2, (n_a + n_b) // 2)
-        removed = _truncate_pair(a, b, budget, random.Random(trial))
+        removed, _ = truncate_pair(a, b, budget, "random", random.Random(trial))
         assert removed == n_a + n_b - budget == len(original[0]) + len(original[1]) - budget
         assert len(a[0]) >= 1 and len(b[0]) >= 1
         for kept, full in ((a[0], original[0]), (b[0], original[1])):
@@ -525,9 +526,10 @@ def test_tokens_without_a_word_are_masked_one_by_one():
 def test_joined_sentences_keep_their_words_apart(bert_tok):
     """Bug: word ids of joined sentences collide (the last word of one sentence and the first
     of the next share an id, so whole-word masking treats them as one word)."""
-    from course_lib.data.pairs import _concat
+    from course_lib.data.pairs import concat_segments
 
-    assert _concat([([5, 6, 7], [0, 1, 1]), ([8], [0]), ([9, 10], [0, 1])])[1] == [0, 1, 1, 2, 3, 4]
+    joined = concat_segments([([5, 6, 7], [0, 1, 1]), ([8], [0]), ([9, 10], [0, 1])])
+    assert joined[1] == [0, 1, 1, 2, 3, 4]
     for ex in make_nsp_examples(DOCS[:6], bert_tok, max_length=64, seed=0):
         tokens = bert_tok.convert_ids_to_tokens(ex["input_ids"])
         for j in range(1, len(tokens)):

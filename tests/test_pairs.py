@@ -9,13 +9,16 @@ import pytest
 
 from course_lib.data import Corpus, Document
 from course_lib.data.pairs import (
-    _concat,
+    Examples,
     build_pretraining_dataset,
+    concat_segments,
+    junction_survival,
     make_format_examples,
     make_mlm_examples,
     make_nsp_examples,
     make_sop_examples,
     tokenize_documents,
+    truncate_pair,
 )
 from course_lib.tokenization import train_tokenizer
 
@@ -290,7 +293,7 @@ def test_sentences_get_the_pieces_of_running_text(cased_bpe):
     tokenized, _ = tokenize_documents(PROSE, cased_bpe)
     for doc, sentences in zip(PROSE, tokenized):
         running = cased_bpe.encode(doc.text, add_special_tokens=False)
-        joined = _concat(sentences)
+        joined = concat_segments(sentences)
         assert joined[0] == running["input_ids"]  # the same ids as the document's own text
         assert joined[1] == running["word_ids"]  # and the same words (whole-word masking)
 
@@ -331,3 +334,87 @@ def test_the_leading_space_changes_nothing_for_wordpiece_and_unigram(family):
     tokenized, _ = tokenize_documents(PROSE, tok)
     alone = [[tok.encode_pieces([s])[0] for s in d.sentences] for d in PROSE]
     assert tokenized == alone
+
+
+# ----- truncation keeps the A|B junction --------------------------------------------------------
+
+
+def random_pair(rng):
+    """Segments whose ids say where they come from: A = 0..n_a-1, B = 100..100+n_b-1."""
+    n_a, n_b = rng.randint(1, 40), rng.randint(1, 40)
+    return (list(range(n_a)), list(range(n_a))), (list(range(100, 100 + n_b)), list(range(n_b)))
+
+
+def test_junction_truncation_keeps_a_tail_and_b_head_longest_first():
+    rng = random.Random(0)
+    cut_both = 0
+    for _ in range(500):
+        a, b = random_pair(rng)
+        full_a, full_b = list(a[0]), list(b[0])
+        budget = rng.randint(2, 60)
+        removed, kept = truncate_pair(a, b, budget)
+        assert len(a[0]) + len(b[0]) == min(budget, len(full_a) + len(full_b))
+        assert removed == len(full_a) + len(full_b) - len(a[0]) - len(b[0])
+        assert a[0] == full_a[len(full_a) - len(a[0]) :]  # A keeps its tail (lost its front)
+        assert b[0] == full_b[: len(b[0])]  # B keeps its head (lost its back)
+        assert a[1] == a[0] and [100 + w for w in b[1]] == b[0]  # word ids cut alongside
+        assert kept and a[0][-1] == full_a[-1] and b[0][0] == full_b[0]  # the junction survives
+        # Longest first: a segment is only cut while it is the longer one (B on a tie).
+        cut_a, cut_b = len(a[0]) < len(full_a), len(b[0]) < len(full_b)
+        if cut_a and cut_b:
+            assert abs(len(a[0]) - len(b[0])) <= 1
+            cut_both += 1
+        elif cut_a:
+            assert len(a[0]) >= len(b[0]) == len(full_b)
+        elif cut_b:
+            assert len(b[0]) >= len(a[0]) - 1 and len(a[0]) == len(full_a)
+    assert cut_both > 100
+
+
+def test_random_truncation_is_berts_rule_and_often_cuts_the_junction():
+    rng = random.Random(1)
+    kept_count = trials = 0
+    for trial in range(300):
+        a, b = random_pair(rng)
+        full_a, full_b = list(a[0]), list(b[0])
+        if len(full_a) + len(full_b) <= 20:
+            continue
+        trials += 1
+        removed, kept = truncate_pair(a, b, 20, "random", random.Random(trial))
+        assert len(a[0]) + len(b[0]) == 20 and removed == len(full_a) + len(full_b) - 20
+        assert kept == (a[0][-1] == full_a[-1] and b[0][0] == full_b[0])
+        kept_count += kept
+    assert 0 < kept_count < trials / 2
+    with pytest.raises(ValueError, match="pass rng"):
+        truncate_pair(([1, 2], [0, 1]), ([3, 4], [0, 1]), 2, "random")
+    with pytest.raises(ValueError, match="truncation='middle' is unknown"):
+        truncate_pair(([1], [0]), ([2], [0]), 2, "middle")
+
+
+@pytest.mark.parametrize("builder", [make_sop_examples, make_nsp_examples])
+def test_pair_builders_keep_every_junction_and_count_it(bert, builder):
+    examples = builder(DOCS, bert, max_length=24, seed=0)
+    assert examples.counts["truncated_tokens"] > 5 * len(examples)  # most pairs are cut
+    assert examples.counts["junction_kept"] == len(examples)
+    assert junction_survival(examples) == 1.0
+    before = builder(DOCS, bert, max_length=24, seed=0, truncation="random")
+    assert junction_survival(before) < 0.5  # BERT's random ends cut most junctions here
+    with pytest.raises(ValueError, match="truncation='front' is unknown"):
+        builder(DOCS, bert, max_length=24, seed=0, truncation="front")
+
+
+def test_sop_pairs_end_and_start_at_the_sentence_boundary(bert):
+    """A's last token ends a sentence (its full stop) and B's first token starts one (its dDxS
+    marker), swapped or not: the junction is intact however hard the cut."""
+    for ex in make_sop_examples(DOCS, bert, max_length=20, seed=0):
+        a, b = segments(bert, ex)
+        tokens_a, tokens_b = bert.convert_ids_to_tokens(a), bert.convert_ids_to_tokens(b)
+        assert tokens_a[-1] == "."  # every sentence of DOCS ends with one
+        assert re.match(r"d\d*(x\d*)?$", tokens_b[0]), tokens_b  # "d", "d3x6": not "delta"
+
+
+def test_junction_survival_needs_pair_counts():
+    with pytest.raises(ValueError, match="no junction count"):
+        junction_survival(Examples([{"input_ids": [1]}]))
+    with pytest.raises(ValueError, match="No examples"):
+        junction_survival(Examples([], counts={"junction_kept": 0}))

@@ -9,6 +9,8 @@ masked statically (once) or dynamically (every epoch).
   document (label 1). 10% of examples aim at a shorter random length, so the model also
   sees short inputs (BERT's `short_seq_prob`).
 - SOP (ALBERT): two consecutive segments of one document, in order (0) or swapped (1).
+- Pairs longer than `max_length` lose tokens away from the A|B junction (A from its front, B
+  from its back): the junction is where NSP's and SOP's cue sits (`truncate_pair`).
 - RoBERTa's formats: segment-pair (= NSP), sentence-pair (single sentences + NSP),
   full-sentences (packed sentences that may cross documents, a separator between
   documents) and doc-sentences (packed, never crossing a document).
@@ -29,6 +31,7 @@ from course_lib.tokenization.tokenizer import NO_WORD, CourseTokenizer
 Segment = tuple[list[int], list[int]]
 TokenizedDoc = list[Segment]  # a document as its tokenized sentences, in order
 FORMATS = ("segment-pair", "sentence-pair", "full-sentences", "doc-sentences")
+TRUNCATIONS = ("junction", "random")  # see truncate_pair
 
 
 class Examples(list):
@@ -84,7 +87,7 @@ def tokenize_documents(
     return out, empty
 
 
-def _concat(segments: Sequence[Segment]) -> Segment:
+def concat_segments(segments: Sequence[Segment]) -> Segment:
     """Join sentences into one segment, renumbering words so they stay distinct."""
     ids: list[int] = []
     words: list[int] = []
@@ -96,19 +99,56 @@ def _concat(segments: Sequence[Segment]) -> Segment:
     return ids, words
 
 
-def _truncate_pair(a: Segment, b: Segment, budget: int, rng: random.Random) -> int:
-    """BERT's truncate_seq_pair: trim the longer segment, from its front or back at random.
+def _check_truncation(truncation: str) -> None:
+    if truncation not in TRUNCATIONS:
+        raise ValueError(f"truncation={truncation!r} is unknown; use one of {TRUNCATIONS}.")
 
-    Random sides avoid always cutting sentence ends; both segments keep >= 1 token.
-    Returns how many tokens were removed.
+
+def truncate_pair(
+    a: Segment,
+    b: Segment,
+    budget: int,
+    truncation: str = "junction",
+    rng: random.Random | None = None,
+) -> tuple[int, bool]:
+    """Trim A and B in place until they fit `budget` tokens; returns (tokens removed, whether
+    A's last and B's first token both survived).
+
+    Longest first, as BERT's truncate_seq_pair: each step removes one token from the longer
+    segment (B on a tie), so both keep >= 1 token and end within one token of each other
+    when both were cut. Which end loses it:
+    - "junction" (the default): A loses its front, B its back, so the tokens either side of
+      the A|B junction survive. Whether B follows A (NSP, SOP) is decided there; at 32
+      tokens BERT's random ends cut the junction in most pairs.
+    - "random": BERT's rule, a random end each time (needs `rng`), which avoids always
+      cutting sentence ends but often cuts the junction.
     """
-    removed = 0
+    _check_truncation(truncation)
+    if truncation == "random" and rng is None:
+        raise ValueError("truncation='random' draws the end to cut: pass rng=random.Random(seed).")
+    removed, junction_kept = 0, True
     while len(a[0]) + len(b[0]) > budget:
-        longer = a if len(a[0]) > len(b[0]) else b
-        index = 0 if rng.random() < 0.5 else -1
+        longer_is_a = len(a[0]) > len(b[0])
+        longer = a if longer_is_a else b
+        if truncation == "junction":
+            index = 0 if longer_is_a else -1
+        else:
+            assert rng is not None
+            index = 0 if rng.random() < 0.5 else -1
+        junction_kept &= index != (-1 if longer_is_a else 0)
         del longer[0][index], longer[1][index]
         removed += 1
-    return removed
+    return removed, junction_kept
+
+
+def junction_survival(examples: Examples) -> float:
+    """Share of pairs whose last token of A and first token of B both survived truncation
+    (from `examples.counts`, written by make_nsp_examples and make_sop_examples)."""
+    if not examples:
+        raise ValueError("No examples: junction survival is undefined.")
+    if "junction_kept" not in examples.counts:
+        raise ValueError("These examples carry no junction count; build them with a pair builder.")
+    return examples.counts["junction_kept"] / len(examples)
 
 
 def _example(
@@ -149,7 +189,7 @@ def _multi_sentence_docs(docs: list[TokenizedDoc], task: str) -> tuple[list[Toke
     return kept, skipped
 
 
-def _walk_chunks(
+def walk_chunks(
     doc: list[Segment],
     rng: random.Random,
     max_tokens: int,
@@ -203,6 +243,20 @@ def _shuffled(
     return Examples(examples, skipped=skipped, counts=counts)
 
 
+def _fit_pair(
+    a: Segment,
+    b: Segment,
+    budget: int,
+    truncation: str,
+    rng: random.Random,
+    counts: dict[str, int],
+) -> None:
+    """truncate_pair, adding the removed tokens and a kept junction to `counts`."""
+    removed, junction_kept = truncate_pair(a, b, budget, truncation, rng)
+    counts["truncated_tokens"] += removed
+    counts["junction_kept"] += junction_kept
+
+
 # ----- NSP and SOP ----------------------------------------------------------------------------
 
 
@@ -212,24 +266,33 @@ def make_nsp_examples(
     max_length: int = 128,
     seed: int = 0,
     short_seq_prob: float = 0.1,
+    truncation: str = "junction",
 ) -> Examples:
     """BERT's segment pairs with next_sentence_label (0 = B follows A, 1 = B is random).
 
     B comes from another document half of the time (always when the chunk has only one
-    sentence; those are counted in `counts["forced_random_next"]`).
+    sentence; those are counted in `counts["forced_random_next"]`). Long pairs are cut by
+    `truncate_pair(..., truncation)`; `counts["junction_kept"]` counts pairs whose junction
+    survived (see `junction_survival`). truncation="random" is BERT's original rule.
     """
+    _check_truncation(truncation)
     budget = _budget(tokenizer, max_length, pair=True)
     tokenized, empty = tokenize_documents(documents, tokenizer)
     docs, skipped = _multi_sentence_docs(tokenized, "NSP")
     _require_two_documents(docs, "NSP", "the random segment B must", "mlm+sop")
     rng = random.Random(seed)
     examples: list[dict[str, Any]] = []
-    counts = {"forced_random_next": 0, "truncated_tokens": 0, "empty_sentences": empty}
+    counts = {
+        "forced_random_next": 0,
+        "truncated_tokens": 0,
+        "junction_kept": 0,
+        "empty_sentences": empty,
+    }
     for d, doc in enumerate(docs):
 
         def emit(chunk: list[Segment], goal: int, d: int = d) -> int:
             a_end = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
-            a = _concat(chunk[:a_end])
+            a = concat_segments(chunk[:a_end])
             put_back = 0
             if len(chunk) == 1 or rng.random() < 0.5:
                 counts["forced_random_next"] += len(chunk) == 1
@@ -239,15 +302,15 @@ def make_nsp_examples(
                     parts.append(seg)
                     if sum(len(p[0]) for p in parts) >= goal - len(a[0]):
                         break
-                b, label = _concat(parts), 1
+                b, label = concat_segments(parts), 1
                 put_back = len(chunk) - a_end  # the unused real continuation is read again
             else:
-                b, label = _concat(chunk[a_end:]), 0
-            counts["truncated_tokens"] += _truncate_pair(a, b, budget, rng)
+                b, label = concat_segments(chunk[a_end:]), 0
+            _fit_pair(a, b, budget, truncation, rng, counts)
             examples.append(_example(tokenizer, a, b, next_sentence_label=label))
             return put_back
 
-        _walk_chunks(doc, rng, budget, short_seq_prob, emit)
+        walk_chunks(doc, rng, budget, short_seq_prob, emit)
     return _shuffled(examples, rng, skipped, counts)
 
 
@@ -257,27 +320,34 @@ def make_sop_examples(
     max_length: int = 128,
     seed: int = 0,
     short_seq_prob: float = 0.1,
+    truncation: str = "junction",
 ) -> Examples:
-    """ALBERT's sentence-order pairs: consecutive segments, sentence_order_label 1 if swapped."""
+    """ALBERT's sentence-order pairs: consecutive segments, sentence_order_label 1 if swapped.
+
+    Chunks as BERT's (`walk_chunks`), a random split into A and B, a swap with probability 0.5,
+    then `truncate_pair(..., truncation)`: by default A loses its front and B its back, so the
+    junction, where the order shows, survives (`counts["junction_kept"]`).
+    """
+    _check_truncation(truncation)
     budget = _budget(tokenizer, max_length, pair=True)
     tokenized, empty = tokenize_documents(documents, tokenizer)
     docs, skipped = _multi_sentence_docs(tokenized, "SOP")
     rng = random.Random(seed)
     examples: list[dict[str, Any]] = []
-    counts = {"truncated_tokens": 0, "empty_sentences": empty}
+    counts = {"truncated_tokens": 0, "junction_kept": 0, "empty_sentences": empty}
 
     def emit(chunk: list[Segment], goal: int) -> int:
         a_end = rng.randint(1, len(chunk) - 1)  # chunks of a >= 2-sentence doc have >= 2
-        a, b = _concat(chunk[:a_end]), _concat(chunk[a_end:])
+        a, b = concat_segments(chunk[:a_end]), concat_segments(chunk[a_end:])
         swapped = rng.random() < 0.5
         if swapped:
             a, b = b, a
-        counts["truncated_tokens"] += _truncate_pair(a, b, budget, rng)
+        _fit_pair(a, b, budget, truncation, rng, counts)
         examples.append(_example(tokenizer, a, b, sentence_order_label=int(swapped)))
         return 0
 
     for doc in docs:
-        _walk_chunks(doc, rng, budget, short_seq_prob, emit)
+        walk_chunks(doc, rng, budget, short_seq_prob, emit)
     return _shuffled(examples, rng, skipped, counts)
 
 
@@ -291,12 +361,13 @@ def _sentence_pairs(
     seed: int,
     skipped: int,
     empty: int,
+    truncation: str = "junction",
 ) -> Examples:
     """Pairs of single sentences: the next one (0) or one from another document (1)."""
     _require_two_documents(docs, "sentence-pair", "random sentences", "doc-sentences")
     rng = random.Random(seed)
     examples: list[dict[str, Any]] = []
-    counts = {"truncated_tokens": 0, "empty_sentences": empty}
+    counts = {"truncated_tokens": 0, "junction_kept": 0, "empty_sentences": empty}
     for d, doc in enumerate(docs):
         i = 0
         while i < len(doc) - 1:
@@ -307,7 +378,7 @@ def _sentence_pairs(
                 b, label, step = (list(seg[0]), list(seg[1])), 1, 1  # doc[i+1] is read again
             else:
                 b, label, step = (list(doc[i + 1][0]), list(doc[i + 1][1])), 0, 2
-            counts["truncated_tokens"] += _truncate_pair(a, b, budget, rng)
+            _fit_pair(a, b, budget, truncation, rng, counts)
             examples.append(_example(tokenizer, a, b, next_sentence_label=label))
             i += step
     return _shuffled(examples, rng, skipped, counts)
@@ -334,7 +405,7 @@ def _packed(
     def flush() -> None:
         nonlocal block, used
         if block:
-            examples.append(_example(tokenizer, _concat(block)))
+            examples.append(_example(tokenizer, concat_segments(block)))
         block, used = [], 0
 
     for doc in docs:
@@ -366,22 +437,25 @@ def make_format_examples(
     format: str = "full-sentences",
     seed: int = 0,
     short_seq_prob: float = 0.0,
+    truncation: str = "junction",
 ) -> Examples:
     """Examples in one of RoBERTa's four input formats (Liu et al. 2019, section 4.2).
 
-    "segment-pair" and "sentence-pair" carry next_sentence_label; the packed formats
-    ("full-sentences", "doc-sentences") are single segments for MLM only.
+    "segment-pair" and "sentence-pair" carry next_sentence_label (and are cut by
+    `truncate_pair(..., truncation)`); the packed formats ("full-sentences",
+    "doc-sentences") are single segments for MLM only.
     """
     if format not in FORMATS:
         raise ValueError(f"format={format!r} is unknown; use one of {FORMATS}.")
+    _check_truncation(truncation)
     if format == "segment-pair":
-        return make_nsp_examples(documents, tokenizer, max_length, seed, short_seq_prob)
+        return make_nsp_examples(documents, tokenizer, max_length, seed, short_seq_prob, truncation)
     pair = format == "sentence-pair"
     budget = _budget(tokenizer, max_length, pair=pair)
     tokenized, empty = tokenize_documents(documents, tokenizer)
     if pair:
         docs, skipped = _multi_sentence_docs(tokenized, "sentence-pair")
-        return _sentence_pairs(docs, tokenizer, budget, seed, skipped, empty)
+        return _sentence_pairs(docs, tokenizer, budget, seed, skipped, empty, truncation)
     return _packed(tokenized, tokenizer, budget, format == "full-sentences", empty)
 
 
@@ -400,7 +474,7 @@ def make_mlm_examples(
     del seed
     budget = _budget(tokenizer, max_length, pair=False)
     tokenized, empty = tokenize_documents(documents, tokenizer)
-    stream = _concat(
+    stream = concat_segments(
         [seg for doc in tokenized for seg in [*doc, ([tokenizer.sep_token_id], [NO_WORD])]][:-1]
     )
     examples = [
