@@ -69,6 +69,104 @@ def test_no_positions_arm_is_a_bag_of_words(ablation):
     assert (full_out[:, perm] - full_permuted).abs().max() > 1e-3
 
 
+def test_absolute_arm_is_bert_style(ablation):
+    """The comparator: no relative attention, no EMD, learned absolute positions at the input."""
+    config, model = arm_model(ablation, "absolute")
+    assert not config.relative_attention and config.pos_att_type == []
+    assert config.position_biased_input and not config.use_emd
+    assert model.backbone.encoder.rel_embeddings is None
+    table = model.backbone.embeddings.position_embeddings
+    assert table is not None and table.weight.shape == (64, config.hidden_size)
+    ids = torch.randint(5, 200, (1, 16))
+    with torch.no_grad():
+        assert set(model.backbone.attention_terms(ids)[0]) == {"c2c", "probs"}
+        # the input embedding of a token depends on where it stands
+        embedded = model.backbone.embeddings(torch.full((1, 4), 7))
+    assert (embedded[0, 0] - embedded[0, 1]).abs().max() > 1e-3
+    # ... so it is not a bag of words: permuting the input changes more than the order
+    perm = torch.randperm(16)
+    with torch.no_grad():
+        out, permuted = model(ids).mlm_logits, model(ids[:, perm]).mlm_logits
+    assert (out[:, perm] - permuted).abs().max() > 1e-3
+    # exactly one absolute table more than the bag of words
+    _, bag = arm_model(ablation, "no-positions")
+    count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
+    assert count(model) - count(bag) == 64 * config.hidden_size
+
+
+def test_discovery_steps(ablation):
+    """A run has found the positions at the first step from which it stays `margin` below the
+    bag-of-words track; a run that comes back up, or never leaves it, has not."""
+
+    def run(arm, seed, losses):
+        return {
+            "arm": arm,
+            "seed": seed,
+            "curve": [{"step": 50 * (i + 1), "eval_mlm_loss": x} for i, x in enumerate(losses)],
+        }
+
+    results = [
+        run("no-positions", 0, [7.0, 6.5, 6.2, 6.1]),
+        run("no-positions", 1, [7.0, 6.5, 6.2, 6.1]),
+        run("full", 0, [6.8, 6.5, 6.0, 5.8]),  # 0.2 below at step 50, back on the track at 100
+        run("full", 1, [7.0, 6.45, 6.2, 6.05]),  # never 0.1 below
+        run("absolute", 0, [6.95, 6.3, 6.0, 5.5]),  # below from step 100 on
+    ]
+    found = {(r["arm"], r["seed"]): r["step"] for r in ablation.discovery_steps(results)["runs"]}
+    assert found == {("full", 0): 150, ("full", 1): None, ("absolute", 0): 100}
+    assert ablation.discovery_steps([r for r in results if r["arm"] != "no-positions"]) == {}
+
+
+def test_fast_run_writes_the_absolute_arm_and_curves_at_the_cadence(ablation, tmp_path):
+    arms = ["full", "no-positions", "absolute"]
+    args = ["--fast", "--arms", ",".join(arms), "--seeds", "2", "--steps", "4"]
+    data = ablation.main([*args, "--eval-every", "2", "--out", str(tmp_path)])
+    absolute = data["config"]["arms"]["absolute"]
+    assert absolute["relative_attention"] is False and absolute["position_biased_input"] is True
+    assert absolute["pos_att_type"] == [] and absolute["use_emd"] is False
+    assert data["config"]["arms"]["full"]["relative_attention"] is True
+    assert data["config"]["arms"]["full"]["position_biased_input"] is False
+    assert data["config"]["evaluation"]["curve_every"] == 2
+    assert {(r["arm"], r["seed"]) for r in data["runs"]} == {(a, s) for a in arms for s in (0, 1)}
+    for r in data["runs"]:
+        assert [p["step"] for p in r["curve"]] == [2, 4]
+    assert "absolute" in data["summary"]
+    pairs = {(c["arm"], c["reference"], c["metric"]) for c in data["comparisons"]}
+    for metric in ("eval_mlm_loss", "eval_mlm_accuracy"):
+        assert ("absolute", "full", metric) in pairs
+        assert ("no-positions", "absolute", metric) in pairs
+    assert {(r["arm"], r["seed"]) for r in data["discovery"]["runs"]} == {
+        (a, s) for a in ("full", "absolute") for s in (0, 1)
+    }
+    # the default cadence in full mode is every 50 steps
+    assert ablation.EVAL_EVERY == 50
+
+
+def test_restat_adds_the_extra_comparisons(ablation, tmp_path):
+    """--restat recomputes the listed comparisons and adds the extra ones (absolute - -EMD:
+    absolute vs relative positions, neither with EMD) when their arms were run."""
+    runs = [
+        {"arm": arm, "seed": s, "eval_mlm_loss": base + 0.01 * s + 0.003 * (s % 2)}
+        for arm, base in (("full", 5.6), ("-EMD", 5.8), ("absolute", 6.05))
+        for s in range(3)
+    ]
+    for r in runs:
+        r["eval_mlm_accuracy"] = 1.0 - r["eval_mlm_loss"] / 10
+    listed = [{"arm": "-EMD", "reference": "full", "metric": "eval_mlm_loss"}]
+    (tmp_path / "deberta_ablation.json").write_text(
+        json.dumps({"runs": runs, "comparisons": listed})
+    )
+    data = ablation.main(["--restat", "--out", str(tmp_path)])
+    found = {(c["arm"], c["reference"], c["metric"]): c for c in data["comparisons"]}
+    assert set(found) == {
+        ("-EMD", "full", "eval_mlm_loss"),
+        ("absolute", "-EMD", "eval_mlm_loss"),
+        ("absolute", "-EMD", "eval_mlm_accuracy"),
+    }
+    assert found["absolute", "-EMD", "eval_mlm_loss"]["diff"]["mean"] == pytest.approx(0.25)
+    assert data["discovery"] == {}  # no bag-of-words arm: nothing to measure discovery against
+
+
 def test_unknown_arm_is_refused(ablation):
     with pytest.raises(ValueError, match="unknown arm"):
         arm_model(ablation, "-P2P")

@@ -9,7 +9,13 @@ accuracy, the same fixed masks for every run). Two extra arms put the difference
 
 - paper-p2c: the full model with the p2c term indexed as the paper's equation 4 writes it,
   delta(j, i), instead of the released code's delta(i, j) (see notebook 02);
-- no-positions: no relative terms and no EMD, a bag of words (how much do positions matter at all?).
+- no-positions: no relative terms and no EMD, a bag of words (how much do positions matter at all?);
+- absolute: the real comparator, BERT's way of seeing positions: no relative terms and no EMD, but
+  a learned absolute position embedding added to the token embedding at the input
+  (DebertaConfig(relative_attention=False, position_biased_input=True), as in transformers).
+
+Every run is scored on the held-out set every 50 steps (one mask draw), so the curves show, run
+by run, when the model discovers how to use positions.
 
     python experiments/04_deberta_distil/deberta_ablation.py                 # full: results/
     python experiments/04_deberta_distil/deberta_ablation.py --fast --out /tmp/x   # seconds
@@ -62,6 +68,13 @@ ARMS: dict[str, dict[str, Any]] = {
         "norm_rel_ebd": "none",
         "use_emd": False,
     },
+    "absolute": {
+        "pos_att_type": [],
+        "relative_attention": False,
+        "norm_rel_ebd": "none",
+        "use_emd": False,
+        "position_biased_input": True,
+    },
 }
 TABLE4_ARMS = ("full", "-EMD", "-C2P", "-P2C")
 LABELS = {
@@ -71,7 +84,13 @@ LABELS = {
     "-P2C": "-P2C",
     "paper-p2c": "p2c as in the paper",
     "no-positions": "no positions",
+    "absolute": "absolute positions (BERT)",
 }
+# Paired comparisons beyond "arm - full": what BERT's absolute positions are worth over none, and
+# absolute vs relative positions with nothing else different (neither has EMD).
+EXTRA_COMPARISONS = (("no-positions", "absolute"), ("absolute", "-EMD"))  # (arm, reference)
+EVAL_EVERY = 50  # held-out curve: one score every this many optimizer steps
+DISCOVERY_MARGIN = 0.1  # nats below the bag-of-words track: a run "has found the positions"
 PAPER = {
     "source": "He et al. 2021, DeBERTa, Table 4 (base models pretrained on Wikipedia + "
     "BookCorpus; dev-set results)",
@@ -232,12 +251,14 @@ def run_one(
     model: TinyDeberta | None = None,
     batch_size: int = 16,
     lr: float = 2e-3,
-    curve_points: int = 5,
+    eval_every: int = EVAL_EVERY,
 ) -> dict[str, Any]:
     """One run of the ablation: train, then score on the held-out set; returns its final
-    scores, a held-out curve (one mask draw) and the training curve."""
+    scores, a held-out curve (one mask draw, every `eval_every` steps) and the training curve.
+    The curve's evaluations draw their masks from their own generator: they do not change the
+    training run."""
     torch.set_num_threads(1)  # the same numbers whatever the number of worker processes
-    every = max(1, steps // curve_points)
+    every = max(1, eval_every)
     curve: list[dict[str, Any]] = []
 
     def score(trainer: Trainer, record: dict[str, Any]) -> None:
@@ -362,17 +383,29 @@ def paired_comparison(
 # ----- output ---------------------------------------------------------------------------------
 
 
+def arm_colour(arm: str) -> str:
+    """One colour per arm, the same in every panel and every figure."""
+    return f"C{list(ARMS).index(arm) % 10}"
+
+
+CURVE_PANELS = {
+    "Table 4's arms": ("full", "-EMD", "-C2P", "-P2C"),
+    "comparators": ("full", "absolute", "no-positions", "paper-p2c"),
+}
+
+
 def plot(results: Sequence[dict[str, Any]], title: str) -> Any:
     """Held-out MLM loss and accuracy per arm (small dots = seeds, large dot and bar = mean ±
-    std; no truncated bars), and the mean held-out loss curve of each arm."""
+    std; no truncated bars), and the held-out loss curves: one thin line per run (seed), one
+    colour per arm, Table 4's arms on one panel and the comparators on the other."""
     from matplotlib.figure import Figure
 
     arms = [a for a in ARMS if any(r["arm"] == a for r in results)]
-    fig = Figure(figsize=(13, 3.9), layout="constrained")
-    axes = fig.subplots(1, 3)
+    fig = Figure(figsize=(13, 7.6), layout="constrained")
+    axes = fig.subplots(2, 2)
     for ax, metric, label in (
-        (axes[0], "eval_mlm_loss", "held-out MLM loss (lower is better)"),
-        (axes[1], "eval_mlm_accuracy", "masked-token accuracy"),
+        (axes[0, 0], "eval_mlm_loss", "held-out MLM loss (lower is better)"),
+        (axes[0, 1], "eval_mlm_accuracy", "masked-token accuracy"),
     ):
         for i, arm in enumerate(arms):
             values = [r[metric] for r in results if r["arm"] == arm]
@@ -382,33 +415,81 @@ def plot(results: Sequence[dict[str, Any]], title: str) -> Any:
                 stats["mean"],
                 yerr=stats["std"],
                 fmt="o",
-                color=f"C{i}",
+                color=arm_colour(arm),
                 markersize=8,
                 capsize=5,
                 elinewidth=2,
             )
-            ax.scatter([i + 0.18] * len(values), values, color=f"C{i}", s=14, alpha=0.7)
+            ax.scatter([i + 0.18] * len(values), values, color=arm_colour(arm), s=14, alpha=0.7)
         ax.set_xlim(-0.5, len(arms) - 0.3)
         ax.set_xticks(
             range(len(arms)), [LABELS[a] for a in arms], rotation=25, fontsize=8, ha="right"
         )
         ax.set_ylabel(label)
         ax.grid(axis="y", alpha=0.3)
-    for i, arm in enumerate(arms):
-        curves = [r["curve"] for r in results if r["arm"] == arm]
-        steps = sorted({row["step"] for c in curves for row in c})
-        mean = [
-            statistics.fmean(row["eval_mlm_loss"] for c in curves for row in c if row["step"] == s)
-            for s in steps
-        ]
-        axes[2].plot(steps, mean, color=f"C{i}", marker=".", label=LABELS[arm])
-    axes[2].set_xlabel("optimizer step")
-    axes[2].set_ylabel("held-out MLM loss (one mask draw)")
-    axes[2].set_title("mean over seeds", fontsize=9)
-    axes[2].grid(alpha=0.3)
-    axes[2].legend(fontsize=7)
+    every = curve_every(results)
+    for ax, (panel, group) in zip(axes[1], CURVE_PANELS.items()):
+        for arm in (a for a in group if a in arms):
+            for k, run in enumerate(r for r in results if r["arm"] == arm):
+                ax.plot(
+                    [row["step"] for row in run["curve"]],
+                    [row["eval_mlm_loss"] for row in run["curve"]],
+                    color=arm_colour(arm),
+                    lw=1.0,
+                    alpha=0.85,
+                    label=LABELS[arm] if k == 0 else None,
+                )
+        ax.set_xlabel("optimizer step")
+        ax.set_title(f"{panel}: one line per seed", fontsize=9)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="upper right")
+    axes[1, 0].set_ylabel(
+        "held-out MLM loss (one mask draw"
+        + (f", every {every} step{'s' if every > 1 else ''})" if every else ")")
+    )
+    axes[1, 1].sharey(axes[1, 0])
     fig.suptitle(title)
     return fig
+
+
+def curve_every(results: Sequence[dict[str, Any]]) -> int | None:
+    """The step between two held-out evaluations of the curves (None with fewer than 2)."""
+    steps = [row["step"] for row in results[0]["curve"]] if results else []
+    return steps[1] - steps[0] if len(steps) > 1 else None
+
+
+def discovery_steps(
+    results: Sequence[dict[str, Any]], margin: float = DISCOVERY_MARGIN
+) -> dict[str, Any]:
+    """When does each run discover positions? The first evaluated step from which its held-out
+    loss stays at least `margin` nats below the bag-of-words track (the no-positions arm's mean
+    curve, same mask draw) until the end; None if it never does. Needs the no-positions arm."""
+    bag = [r for r in results if r["arm"] == "no-positions"]
+    if not bag:
+        return {}
+    track = {
+        step: statistics.fmean(
+            row["eval_mlm_loss"] for r in bag for row in r["curve"] if row["step"] == step
+        )
+        for step in {row["step"] for row in bag[0]["curve"]}
+    }
+    runs = []
+    for r in results:
+        if r["arm"] == "no-positions":
+            continue
+        found = None
+        for row in reversed(r["curve"]):
+            if row["step"] not in track or row["eval_mlm_loss"] > track[row["step"]] - margin:
+                break
+            found = row["step"]
+        runs.append({"arm": r["arm"], "seed": r["seed"], "step": found})
+    return {
+        "definition": f"first evaluated step from which the run's held-out loss (one mask draw) "
+        f"stays at least {margin} nats below the no-positions arm's mean curve to the end; "
+        "null = not by the last step",
+        "margin": margin,
+        "runs": runs,
+    }
 
 
 def plot_title(payload: dict[str, Any]) -> str:
@@ -464,6 +545,12 @@ def parser() -> argparse.ArgumentParser:
         "--arms", default=None, help=f"comma-separated subset of {','.join(ARMS)} (default: all)"
     )
     p.add_argument(
+        "--eval-every",
+        type=int,
+        default=None,
+        help=f"held-out curve: steps between evaluations (default {EVAL_EVERY}; fast 1)",
+    )
+    p.add_argument(
         "--replot",
         action="store_true",
         help="only redraw deberta_ablation.png from the JSON already in --out",
@@ -498,6 +585,16 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             paired_comparison(payload["runs"], c["arm"], c["metric"], c["reference"])
             for c in payload["comparisons"]
         ]
+        present = {r["arm"] for r in payload["runs"]}
+        listed = {(c["arm"], c["reference"], c["metric"]) for c in payload["comparisons"]}
+        payload["comparisons"] += [  # extra comparisons added since the run
+            paired_comparison(payload["runs"], arm, m, reference)
+            for arm, reference in EXTRA_COMPARISONS
+            if {arm, reference} <= present
+            for m in ("eval_mlm_loss", "eval_mlm_accuracy")
+            if (arm, reference, m) not in listed
+        ]
+        payload["discovery"] = discovery_steps(payload["runs"])
         payload["noise_rule"] = RULE
         path.write_text(json.dumps(payload, indent=1, allow_nan=False) + "\n", encoding="utf-8")
         print(f"recomputed the comparisons in {path.name} ({RULE})")
@@ -519,7 +616,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     )
     jobs = [(arm, seed) for seed in range(seeds) for arm in arms]
     workers = args.workers or (1 if args.fast else 2)
-    results = run_all(jobs, data, steps, workers, batch_size=batch_size, lr=lr)
+    eval_every = args.eval_every or (1 if args.fast else EVAL_EVERY)
+    results = run_all(
+        jobs, data, steps, workers, batch_size=batch_size, lr=lr, eval_every=eval_every
+    )
     metrics = ("eval_mlm_loss", "eval_mlm_accuracy", "final_train_loss")
     summary = summarize(results, metrics)
     comparisons = [
@@ -527,11 +627,17 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         for arm in arms
         if arm != "full" and "full" in arms
         for m in ("eval_mlm_loss", "eval_mlm_accuracy")
+    ] + [
+        paired_comparison(results, arm, m, reference)
+        for arm, reference in EXTRA_COMPARISONS
+        if arm in arms and reference in arms
+        for m in ("eval_mlm_loss", "eval_mlm_accuracy")
     ]
     configs = {arm: size.config(data.tokenizer, max_length, arm) for arm in arms}
     payload = {
         "experiment": NAME,
         "question": "Which of DeBERTa's parts (c2p, p2c, EMD) matter for masked-LM pretraining, "
+        "and how does the full model compare with BERT's absolute positions, "
         "at equal steps, in miniature?",
         "mode": "fast" if args.fast else "full",
         "command": command_line(argv),
@@ -553,6 +659,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                     "pos_att_type": configs[arm].pos_att_type,
                     "use_emd": configs[arm].use_emd,
                     "paper_p2c": configs[arm].paper_p2c,
+                    "relative_attention": configs[arm].relative_attention,
+                    "position_biased_input": configs[arm].position_biased_input,
                 }
                 for arm in arms
             },
@@ -569,8 +677,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             },
             "evaluation": {
                 "mask_seeds": list(EVAL_MASK_SEEDS),
+                "curve_every": eval_every,
                 "note": "final scores average the same 4 fixed mask draws over the "
-                "held-out examples; curves use the first draw",
+                f"held-out examples; curves use the first draw, every {eval_every} steps",
             },
             "data": data.info,
             "seeds": list(range(seeds)),
@@ -578,6 +687,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "runs": results,
         "summary": summary,
         "comparisons": comparisons,
+        "discovery": discovery_steps(results),
         "noise_rule": RULE,
         "paper": PAPER,
         "wall_s": round(time.perf_counter() - start, 1),
