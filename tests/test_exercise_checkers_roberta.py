@@ -6,20 +6,19 @@ from collections import Counter
 import pytest
 import torch
 
-from course_lib.data import make_format_examples, tokenize_documents
 from course_lib.exercises.core import ExerciseError
 from course_lib.exercises.roberta import (
+    _packed_batch,
     check_bpe_merge,
+    check_document_attention_mask,
     check_dynamic_collator,
     check_from_byte_symbols,
-    check_full_sentences,
     check_gradient_accumulation,
-    check_position_ids,
+    check_packed_position_ids,
     check_to_byte_symbols,
-    reference_full_sentences,
+    reference_packed_position_ids,
 )
 from course_lib.objectives.masking import MaskingConfig, build_special_tokens_mask, mask_tokens
-from course_lib.tokenization import train_tokenizer
 from course_lib.tokenization.byte_level import (
     bpe_merge_step,
     bytes_to_unicode,
@@ -35,38 +34,96 @@ def stub(*args, **kwargs):
     raise NotImplementedError()
 
 
-# ----- position ids ------------------------------------------------------------------------------
+# ----- position ids that restart at each document ------------------------------------------------
 
 
-def fairseq_positions(input_ids, padding_idx):
+def packed_positions(input_ids, padding_idx, sep_id):
+    """A loop a learner might write: count per row, restart after each separator."""
+    out = torch.full_like(input_ids, padding_idx)
+    for b, row in enumerate(input_ids.tolist()):
+        n = 0
+        for t, token in enumerate(row):
+            if token != padding_idx:
+                n += 1
+                out[b, t] = padding_idx + n
+                if token == sep_id:
+                    n = 0
+    return out
+
+
+def fairseq_positions(input_ids, padding_idx, sep_id=None):
     real = (input_ids != padding_idx).long()
     return torch.cumsum(real, dim=1) * real + padding_idx
 
 
-def test_position_ids_accepts_the_fairseq_rule(capsys):
-    check_position_ids(fairseq_positions)
-    assert "Correct!" in capsys.readouterr().out
+def restart_at_separator(input_ids, padding_idx, sep_id):
+    """The separator opens the next document instead of closing its own."""
+    out = torch.full_like(input_ids, padding_idx)
+    for b, row in enumerate(input_ids.tolist()):
+        n = 0
+        for t, token in enumerate(row):
+            if token != padding_idx:
+                n = 1 if token == sep_id else n + 1
+                out[b, t] = padding_idx + n
+    return out
+
+
+def separators_as_padding(input_ids, padding_idx, sep_id):
+    real = input_ids != padding_idx
+    seen = real.long().cumsum(1)
+    at_ends = torch.where(input_ids == sep_id, seen, 0).cummax(1).values  # inclusive
+    return (seen - at_ends) * real + padding_idx
+
+
+def arange_per_document(input_ids, padding_idx, sep_id):
+    """Counts positions from the row's start, so left padding shifts them."""
+    out = torch.full_like(input_ids, padding_idx)
+    for b, row in enumerate(input_ids.tolist()):
+        start = 0
+        for t, token in enumerate(row):
+            if token != padding_idx:
+                out[b, t] = padding_idx + 1 + t - start
+                if token == sep_id:
+                    start = t + 1
+    return out
+
+
+def test_reference_packed_positions_equal_the_loop():
+    ids = _packed_batch(1, 2)
+    assert torch.equal(reference_packed_position_ids(ids, 1, 2), packed_positions(ids, 1, 2))
+    # a row without a separator inside is RoBERTa's ordinary numbering
+    assert torch.equal(reference_packed_position_ids(ids[4:], 1, 2), fairseq_positions(ids[4:], 1))
+
+
+def test_packed_position_ids_accepts_a_loop_and_the_vectorised_answer(capsys):
+    check_packed_position_ids(packed_positions)
+    check_packed_position_ids(reference_packed_position_ids)
+    assert capsys.readouterr().out.count("Correct!") == 2
 
 
 @pytest.mark.parametrize(
     "wrong, message",
     [
         (stub, "not implemented yet"),
-        (lambda ids, p: torch.arange(ids.shape[1]).expand_as(ids), "BERT's positions"),
-        (lambda ids, p: fairseq_positions(ids, p) - (ids != p).long(), "off by one"),
-        (lambda ids, p: torch.cumsum((ids != p).long(), 1) + p, "padding must get position"),
-        (lambda ids, p: fairseq_positions(ids, 1), "assumed padding_idx = 1"),
+        (fairseq_positions, "ordinary position ids"),
+        (restart_at_separator, "each </s> starts a new document"),
+        (separators_as_padding, "separators got padding_idx"),
+        (lambda ids, p, s: packed_positions(ids, p, s) - (ids != p).long(), "not padding_idx \\("),
+        (lambda ids, p, s: packed_positions(ids, p, s) + (ids != p).long(), "padding_idx \\+ 2"),
         (
-            lambda ids, p: torch.arange(ids.shape[1]).expand_as(ids) * (ids != p) + p + (ids != p),
-            "left padding",
+            lambda ids, p, s: torch.where(ids == p, 0, packed_positions(ids, p, s)),
+            "padding must get position padding_idx",
         ),
-        (lambda ids, p: fairseq_positions(ids, p).float(), "integer"),
-        (lambda ids, p: fairseq_positions(ids, p) + (ids != p).long(), "not padding_idx \\+ 2"),
+        (lambda ids, p, s: packed_positions(ids, 1, 2), "assumed padding_idx = 1 and sep_id = 2"),
+        (lambda ids, p, s: packed_positions(ids, p, 2), "sep_id = 2"),
+        (arange_per_document, "left padding"),
+        (lambda ids, p, s: packed_positions(ids, p, s).float(), "integer"),
+        (lambda ids, p, s: packed_positions(ids, p, s)[:, :-1], "one position per token"),
     ],
 )
-def test_position_ids_rejects_typical_mistakes(wrong, message):
+def test_packed_position_ids_rejects_typical_mistakes(wrong, message):
     with pytest.raises(ExerciseError, match=message):
-        check_position_ids(wrong)
+        check_packed_position_ids(wrong)
 
 
 # ----- dynamic masking collator ------------------------------------------------------------------
@@ -164,83 +221,68 @@ def test_dynamic_collator_rejects_typical_mistakes(wrong, message):
         check_dynamic_collator(wrong)
 
 
-# ----- FULL-SENTENCES packing --------------------------------------------------------------------
+# ----- attention that stays inside each document -------------------------------------------------
 
 
-def full_sentences(documents, budget, sep_id):
-    blocks, block = [], []
-    for doc in documents:
-        if block:
-            if len(block) + 1 >= budget:
-                blocks, block = blocks + [block], []
-            else:
-                block.append(sep_id)
-        for sentence in doc:
-            for start in range(0, len(sentence), budget):
-                piece = sentence[start : start + budget]
-                if len(block) + len(piece) > budget:
-                    blocks, block = blocks + [block], []
-                block = block + piece
-    return blocks + [block] if block else blocks
+def document_mask(input_ids, padding_idx, sep_id):
+    """A loop a learner might write: label each token's document, then compare labels."""
+    docs = torch.zeros_like(input_ids)
+    for b, row in enumerate(input_ids.tolist()):
+        d = 0
+        for t, token in enumerate(row):
+            docs[b, t] = d
+            d += token == sep_id
+    real = input_ids != padding_idx
+    return (docs[:, :, None] == docs[:, None, :]) & real[:, None, :] & real[:, :, None]
 
 
-def doc_sentences(documents, budget, sep_id):
-    return [b for doc in documents for b in full_sentences([doc], budget, sep_id)]
+def padding_only(input_ids, padding_idx, sep_id):
+    real = input_ids != padding_idx
+    return real[:, None, :].expand(-1, input_ids.shape[1], -1).clone()
 
 
-def no_separator(documents, budget, sep_id):
-    return [[t for t in b if t != sep_id] for b in full_sentences(documents, budget, sep_id)]
+def separator_opens_the_next(input_ids, padding_idx, sep_id):
+    docs = (input_ids == sep_id).long().cumsum(1)
+    real = input_ids != padding_idx
+    return (docs[:, :, None] == docs[:, None, :]) & real[:, None, :]
 
 
-def cut_anywhere(documents, budget, sep_id):  # group_texts style: ignores sentence ends
-    stream = []
-    for doc in documents:
-        stream += ([sep_id] if stream else []) + [t for s in doc for t in s]
-    return [stream[i : i + budget] for i in range(0, len(stream), budget)]
+def attends_padding(input_ids, padding_idx, sep_id):
+    docs = (input_ids == sep_id).long().cumsum(1) - (input_ids == sep_id).long()
+    return docs[:, :, None] == docs[:, None, :]
 
 
-def drops_long_sentences(documents, budget, sep_id):
-    return full_sentences([[s for s in d if len(s) <= budget] for d in documents], budget, sep_id)
-
-
-def test_full_sentences_accepts_the_packing(capsys):
-    check_full_sentences(full_sentences)
-    assert "Correct!" in capsys.readouterr().out
+def test_document_mask_accepts_a_loop_and_ignores_padding_queries(capsys):
+    check_document_attention_mask(document_mask)
+    # what a padding query may attend is not checked (its output is discarded)
+    check_document_attention_mask(
+        lambda ids, p, s: (
+            document_mask(ids, p, s) | ((ids == p)[:, :, None] & (ids != p)[:, None, :])
+        )
+    )
+    assert capsys.readouterr().out.count("Correct!") == 2
 
 
 @pytest.mark.parametrize(
     "wrong, message",
     [
         (stub, "not implemented yet"),
-        (doc_sentences, "DOC-SENTENCES"),
-        (no_separator, "no separator"),
-        (cut_anywhere, "sentences are cut at block boundaries"),
-        (drops_long_sentences, "not dropped"),
-        (lambda d, b, s: [[t for x in d for y in x for t in y]], "more than budget"),
-        (lambda d, b, s: d, "flat list of token ids"),
+        (padding_only, "plain FULL-SENTENCES attention"),
+        (separator_opens_the_next, "each </s> attends with the next document"),
+        (attends_padding, "padding is attended"),
+        (lambda ids, p, s: document_mask(ids, 1, 2), "assumed padding_idx = 1 and sep_id = 2"),
+        (lambda ids, p, s: document_mask(ids, p, s).long(), "boolean keep-mask"),
+        (lambda ids, p, s: ids != p, "one entry per \\(query, key\\) pair"),
+        (lambda ids, p, s: document_mask(ids, p, s).transpose(0, 1), "one entry per"),
+        (
+            lambda ids, p, s: document_mask(ids, p, s) & ~torch.eye(16, dtype=torch.bool),
+            "row 0: query 0",
+        ),
     ],
 )
-def test_full_sentences_rejects_typical_mistakes(wrong, message):
+def test_document_mask_rejects_typical_mistakes(wrong, message):
     with pytest.raises(ExerciseError, match=message):
-        check_full_sentences(wrong)
-
-
-@pytest.mark.parametrize("fmt, cross", [("full-sentences", True), ("doc-sentences", False)])
-def test_reference_packing_equals_the_library(fmt, cross):
-    """The checker's reference follows make_format_examples exactly (specials stripped)."""
-    docs = [
-        ["The cat sat on the mat.", "It was warm.", "Then it slept for a long, long time."],
-        ["Byte-level BPE never needs an unknown token."],
-        ["Dynamic masking draws new masks.", "Static masking repeats them.", "Short.", "Yes."],
-    ] * 3
-    tok = train_tokenizer("roberta", [s for d in docs for s in d], vocab_size=300)
-    max_length = 14
-    examples = make_format_examples(docs, tok, max_length=max_length, format=fmt)
-    # the library's own sentence tokenization (a space before every sentence but a document's first)
-    tokenized = [[ids for ids, _ in d] for d in tokenize_documents(docs, tok)[0]]
-    ref = reference_full_sentences(tokenized, max_length - 2, tok.sep_token_id, cross)
-    assert [e["input_ids"][1:-1] for e in examples] == ref
-    assert len(ref) > len(docs) // 2  # the documents really were packed and split
+        check_document_attention_mask(wrong)
 
 
 # ----- gradient accumulation ---------------------------------------------------------------------

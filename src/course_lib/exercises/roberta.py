@@ -1,17 +1,19 @@
-"""Chapter 02 exercise checkers: RoBERTa's position ids, a dynamic-masking collator,
-FULL-SENTENCES packing, gradient accumulation that equals one big batch, a lossless byte-level
-encoding and one BPE merge step."""
+"""Chapter 02 exercise checkers: position ids and an attention mask that keep the documents of a
+packed row apart, a dynamic-masking collator, gradient accumulation that equals one big batch, a
+lossless byte-level encoding and one BPE merge step."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import torch
 
+from course_lib.config import tiny_config
 from course_lib.exercises.core import (
     ExerciseError,
     expect,
     expect_ignore_index_in_labels_only,
+    expect_keep_mask,
     passed,
     run_learner_code,
 )
@@ -22,25 +24,69 @@ from course_lib.models.roberta import (
     create_position_ids_from_input_ids,
 )
 
-# ----- exercise 1: position ids ------------------------------------------------------------------
+# ----- exercise 1: position ids that restart at each document (design) ---------------------------
 
 
-def _position_batch(padding_idx: int) -> torch.Tensor:
-    """Right-padded rows, a full row and a left-padded row; no real token equals padding_idx."""
-    g = torch.Generator().manual_seed(11)
-    ids = torch.randint(10, 60, (4, 9), generator=g)
-    ids[0, 6:] = padding_idx  # 6 real tokens, 3 pads
-    ids[1, 3:] = padding_idx  # 3 real tokens
-    ids[3, :4] = padding_idx  # left padding: 5 real tokens at the end
-    return ids
+def document_ids(input_ids: torch.Tensor, sep_id: int) -> torch.Tensor:
+    """[batch, seq] index of the document each token belongs to in a packed row: a separator
+    closes the document it ends, so it counts for the tokens *after* it (an exclusive cumsum)."""
+    ends = (input_ids == sep_id).long()
+    return ends.cumsum(dim=1) - ends
 
 
-def check_position_ids(position_ids: Callable) -> None:
-    """`position_ids(input_ids, padding_idx)` -> RoBERTa's (fairseq's) position ids: real tokens
-    count padding_idx + 1, + 2, ... within their row; padding gets padding_idx."""
-    for padding_idx in (1, 3):
-        ids = _position_batch(padding_idx)
-        got = run_learner_code(position_ids, ids.clone(), padding_idx)
+def reference_packed_position_ids(
+    input_ids: torch.Tensor, padding_idx: int, sep_id: int
+) -> torch.Tensor:
+    """fairseq's numbering restarted at every document of a packed row: each document's tokens
+    count padding_idx + 1, + 2, ... (its closing separator included); padding gets padding_idx."""
+    real = input_ids.ne(padding_idx).long()
+    seen = real.cumsum(dim=1)  # real tokens so far, this one included
+    # real tokens up to the last separator strictly before each token, by a running maximum
+    at_ends = torch.where(input_ids == sep_id, seen, torch.zeros_like(seen)).cummax(dim=1).values
+    before = torch.cat([torch.zeros_like(at_ends[:, :1]), at_ends[:, :-1]], dim=1)
+    return (seen - before) * real + padding_idx
+
+
+def _positions_for(input_ids: torch.Tensor, padding_idx: int, docs: torch.Tensor) -> torch.Tensor:
+    """Positions numbered within each value of `docs` (for the checker's wrong-answer variants)."""
+    out = torch.full_like(input_ids, padding_idx)
+    for b in range(input_ids.shape[0]):
+        counts: dict[int, int] = {}
+        for t in range(input_ids.shape[1]):
+            if input_ids[b, t] != padding_idx:
+                d = int(docs[b, t])
+                counts[d] = counts.get(d, 0) + 1
+                out[b, t] = padding_idx + counts[d]
+    return out
+
+
+def _packed_batch(padding_idx: int, sep_id: int, bos_id: int = 0) -> torch.Tensor:
+    """Packed rows `<s> doc </s> doc ... </s>`: right-padded, full, left-padded, one document."""
+    layouts = [  # (document lengths before their </s>, padding on the "right" or "left")
+        ((4, 5), "right"),
+        ((3, 2, 4), "right"),
+        ((6, 7), "right"),
+        ((2, 4, 2), "left"),
+        ((9,), "right"),
+    ]
+    g = torch.Generator().manual_seed(13)
+    width = 16
+    rows = []
+    for lengths, side in layouts:
+        row = [bos_id]
+        for n in lengths:
+            row += torch.randint(10, 60, (n,), generator=g).tolist() + [sep_id]
+        pads = [padding_idx] * (width - len(row))
+        rows.append(row + pads if side == "right" else pads + row)
+    return torch.tensor(rows)
+
+
+def check_packed_position_ids(position_ids: Callable) -> None:
+    """`position_ids(input_ids, padding_idx, sep_id)` -> position ids that restart at
+    padding_idx + 1 after every separator of a packed row; padding gets padding_idx."""
+    for padding_idx, sep_id in ((1, 2), (3, 5)):
+        ids = _packed_batch(padding_idx, sep_id)
+        got = run_learner_code(position_ids, ids.clone(), padding_idx, sep_id)
         expect(isinstance(got, torch.Tensor), f"return a tensor, got {type(got).__name__}.")
         expect(
             got.shape == ids.shape,
@@ -50,41 +96,67 @@ def check_position_ids(position_ids: Callable) -> None:
             not got.is_floating_point(),
             "position ids index an embedding table: return an integer (long) tensor.",
         )
-        ref = create_position_ids_from_input_ids(ids, padding_idx)
+        ref = reference_packed_position_ids(ids, padding_idx, sep_id)
         if torch.equal(got, ref):
             continue
-        real = ids != padding_idx
-        arange = torch.arange(ids.shape[1]).expand_as(ids)
-        if torch.equal(got, arange):
+        for assumed_pad, assumed_sep in ((1, sep_id), (padding_idx, 2), (1, 2)):
+            if (assumed_pad, assumed_sep) != (padding_idx, sep_id) and torch.equal(
+                got, reference_packed_position_ids(ids, assumed_pad, assumed_sep)
+            ):
+                raise ExerciseError(
+                    f"you assumed padding_idx = {assumed_pad} and sep_id = {assumed_sep}; "
+                    "use the arguments."
+                )
+        real, seps = ids != padding_idx, ids == sep_id
+        if torch.equal(got, create_position_ids_from_input_ids(ids, padding_idx)):
             raise ExerciseError(
-                "these are BERT's positions 0, 1, 2, ...; RoBERTa's real tokens "
-                "start at padding_idx + 1 (fairseq's convention)."
+                "the numbering runs straight through the row: these are RoBERTa's ordinary "
+                "position ids (notebook 01). Start again at padding_idx + 1 on the token after "
+                "each </s>."
+            )
+        inclusive = (ids == sep_id).long().cumsum(dim=1)  # the separator opens the next document
+        if torch.equal(got, _positions_for(ids, padding_idx, inclusive)):
+            raise ExerciseError(
+                "each </s> starts a new document in your numbering, but it closes the one "
+                "before it: it takes the next number of that document, and the restart comes "
+                "on the token after it."
+            )
+        if torch.equal(got[~seps], ref[~seps]) and torch.equal(
+            got[seps & real], torch.full_like(ref[seps & real], padding_idx)
+        ):
+            raise ExerciseError(
+                "the separators got padding_idx: a </s> is a real token of the document it "
+                "closes and takes that document's next number."
             )
         if torch.equal(got[real], ref[real] - 1):
             raise ExerciseError(
-                "off by one: the first real token gets padding_idx + 1, not "
+                "off by one: each document's first token gets padding_idx + 1, not "
                 "padding_idx (that id is reserved for padding)."
             )
         if torch.equal(got[real], ref[real] + 1):
             raise ExerciseError(
-                "off by one: the first real token gets padding_idx + 1, not padding_idx + 2."
+                "off by one: each document's first token gets padding_idx + 1, not padding_idx + 2."
             )
         if torch.equal(got[real], ref[real]):
             raise ExerciseError(
                 "real tokens are right, but padding must get position padding_idx "
                 "(the row of the table that stays zero)."
             )
-        if padding_idx != 1 and torch.equal(got, create_position_ids_from_input_ids(ids, 1)):
-            raise ExerciseError("you assumed padding_idx = 1; use the padding_idx argument.")
-        if torch.equal(got, arange + padding_idx + 1) or torch.equal(got[0], ref[0]):
+        left = 3  # the left-padded row
+        if torch.equal(
+            torch.cat([got[:left], got[left + 1 :]]), torch.cat([ref[:left], ref[left + 1 :]])
+        ):
             raise ExerciseError(
-                "positions must count only real tokens of each row: with left padding (row 3) "
-                "the first real token still gets padding_idx + 1 (hint: a cumulative sum of "
-                "the non-padding mask)."
+                "right-padded rows are right, but with left padding (row 3) count only the real "
+                "tokens: the <s> after the padding is still padding_idx + 1."
             )
-        raise ExerciseError(f"for padding_idx={padding_idx} expected\n{ref}\ngot\n{got}")
+        raise ExerciseError(
+            f"for padding_idx={padding_idx}, sep_id={sep_id} and input_ids\n{ids}\nexpected\n"
+            f"{ref}\ngot\n{got}"
+        )
     passed(
-        "real tokens count from padding_idx + 1, padding stays at padding_idx, left padding too."
+        "every document counts from padding_idx + 1 again, each </s> ends its own document, "
+        "padding stays at padding_idx, left padding too."
     )
 
 
@@ -198,113 +270,78 @@ def check_dynamic_collator(collate: Callable) -> None:
     )
 
 
-# ----- exercise 3: FULL-SENTENCES packing --------------------------------------------------------
+# ----- exercise 3: attention that stays inside each document (design) ----------------------------
 
 
-def reference_full_sentences(
-    documents: Sequence[Sequence[Sequence[int]]],
-    budget: int,
-    sep_id: int,
-    cross_documents: bool = True,
-) -> list[list[int]]:
-    """Greedy packing of whole sentences into blocks of <= budget tokens (no <s>/</s>).
-
-    Crossing into the next document adds `sep_id` when there is room for it and one more token
-    (else the block is closed); a sentence longer than the budget is cut into budget-sized
-    pieces. cross_documents=False gives DOC-SENTENCES. Same rules as
-    course_lib.data.pairs.make_format_examples.
-    """
-    blocks: list[list[int]] = []
-    block: list[int] = []
-    for doc in documents:
-        if block and cross_documents:
-            if len(block) + 1 >= budget:
-                blocks.append(block)
-                block = []
-            else:
-                block.append(sep_id)
-        for sentence in doc:
-            for start in range(0, len(sentence), budget):
-                piece = list(sentence[start : start + budget])
-                if len(block) + len(piece) > budget:
-                    blocks.append(block)
-                    block = []
-                block.extend(piece)
-        if not cross_documents and block:
-            blocks.append(block)
-            block = []
-    if block:
-        blocks.append(block)
-    return blocks
+def reference_document_attention_mask(
+    input_ids: torch.Tensor, padding_idx: int, sep_id: int
+) -> torch.Tensor:
+    """[batch, seq, seq] bool: query i may attend key j when both are real tokens of the same
+    document of the packed row (a separator belongs to the document it closes)."""
+    real = input_ids != padding_idx
+    docs = document_ids(input_ids, sep_id)
+    same = docs[:, :, None] == docs[:, None, :]  # [batch, query, key]
+    return same & real[:, :, None] & real[:, None, :]
 
 
-def _packing_documents() -> list[list[list[int]]]:
-    g = torch.Generator().manual_seed(21)
-    docs = []
-    for n_sentences in (5, 1, 7, 3, 2, 6):
-        lengths = torch.randint(2, 14, (n_sentences,), generator=g).tolist()
-        docs.append([torch.randint(10, 99, (k,), generator=g).tolist() for k in lengths])
-    docs[2][3] = list(range(100, 140))  # one sentence longer than the budget
-    return docs
-
-
-def check_full_sentences(pack: Callable) -> None:
-    """`pack(documents, budget, sep_id)` -> list of blocks (lists of ids), RoBERTa's FULL-SENTENCES:
-    whole sentences, up to `budget` tokens, crossing documents with `sep_id` between them."""
-    docs, budget, sep = _packing_documents(), 24, 2
-    got = run_learner_code(pack, [[list(s) for s in d] for d in docs], budget, sep)
-    expect(
-        isinstance(got, list) and all(isinstance(b, list) for b in got),
-        "return a list of blocks, each a list of token ids.",
-    )
-    try:
-        got = [[int(t) for t in b] for b in got]
-    except (TypeError, ValueError):
-        raise ExerciseError("each block must be a flat list of token ids (ints).") from None
-    ref = reference_full_sentences(docs, budget, sep)
-    if got == ref:
-        passed(
-            f"{len(ref)} blocks of <= {budget} tokens, sentences whole, documents joined by "
-            f"the separator."
+def check_document_attention_mask(attention_mask: Callable) -> None:
+    """`attention_mask(input_ids, padding_idx, sep_id)` -> [batch, seq, seq] bool keep-mask of a
+    packed batch: each real token attends only to the real tokens of its own document."""
+    for padding_idx, sep_id in ((1, 2), (3, 5)):
+        ids = _packed_batch(padding_idx, sep_id)
+        batch, seq = ids.shape
+        got = run_learner_code(attention_mask, ids.clone(), padding_idx, sep_id)
+        expect_keep_mask(got, batch, seq)
+        real = ids != padding_idx
+        ref = reference_document_attention_mask(ids, padding_idx, sep_id)
+        # Only real queries are checked: a padding query's output is thrown away anyway.
+        if torch.equal(got[real], ref[real]):
+            continue
+        for assumed_pad, assumed_sep in ((1, sep_id), (padding_idx, 2), (1, 2)):
+            if (assumed_pad, assumed_sep) != (padding_idx, sep_id) and torch.equal(
+                got[real], reference_document_attention_mask(ids, assumed_pad, assumed_sep)[real]
+            ):
+                raise ExerciseError(
+                    f"you assumed padding_idx = {assumed_pad} and sep_id = {assumed_sep}; "
+                    "use the arguments."
+                )
+        everything = (real[:, :, None] & real[:, None, :])[real]
+        if torch.equal(got[real], everything):
+            raise ExerciseError(
+                "every token may attend to the other documents of its row: that is plain "
+                "FULL-SENTENCES attention (only padding masked). Allow a pair only when both "
+                "tokens belong to the same document."
+            )
+        inclusive = (ids == sep_id).long().cumsum(dim=1)  # the separator opens the next document
+        shifted = (
+            (inclusive[:, :, None] == inclusive[:, None, :]) & real[:, :, None] & real[:, None, :]
         )
-        return
-    too_long = [i for i, b in enumerate(got) if len(b) > budget]
-    expect(not too_long, f"block {too_long[:3]} has more than budget={budget} tokens.")
-    text = [t for d in docs for s in d for t in s]
-    kept = [t for b in got for t in b if t != sep]
-    expect(
-        len(kept) >= len(text),
-        f"{len(text) - len(kept)} tokens are missing: a sentence longer than the budget must "
-        "be cut into budget-sized pieces, not dropped.",
-    )
-    if got == reference_full_sentences(docs, budget, sep, cross_documents=False):
+        if torch.equal(got[real], shifted[real]):
+            raise ExerciseError(
+                "each </s> attends with the next document in your mask, but it closes the one "
+                "before it: it belongs to (and attends within) the document it ends."
+            )
+        docs = document_ids(ids, sep_id)
+        with_padding = (docs[:, :, None] == docs[:, None, :]) & real[:, :, None]
+        if torch.equal(got[real], with_padding[real]) or bool(
+            (got & ~real[:, None, :])[real].any()
+        ):
+            raise ExerciseError(
+                "padding is attended: a key that is padding must be False in every row "
+                "(look at the left-padded row 3, where the padding sits before the first document)."
+            )
+        wrong = (got != ref) & real[:, :, None]
+        b, i, j = (int(x) for x in wrong.nonzero()[0])
         raise ExerciseError(
-            "you start a new block at every document: that is DOC-SENTENCES. "
-            "FULL-SENTENCES keeps filling the block across the boundary, with "
-            "sep_id between the documents."
+            f"row {b}: query {i} (token {int(ids[b, i])}) and key {j} (token {int(ids[b, j])}) "
+            f"should be {bool(ref[b, i, j])}; input_ids[{b}] = {ids[b].tolist()}."
         )
-    if sep not in {t for b in got for t in b}:
-        raise ExerciseError(
-            "no separator: when a block crosses into the next document, put "
-            "sep_id between them so the model can tell the documents apart."
-        )
-    stream = [t for b in got for t in b]
-    if all(len(b) == budget for b in got[:-1]):
-        raise ExerciseError(
-            "every block is exactly full, so sentences are cut at block "
-            "boundaries; move a sentence that does not fit to the next block "
-            "whole (only a sentence longer than the budget is cut)."
-        )
-    if stream != [t for b in ref for t in b]:
-        raise ExerciseError(
-            "the tokens are not in reading order (documents in order, a "
-            "separator between consecutive documents)."
-        )
-    raise ExerciseError(
-        f"the blocks are cut differently: expected block lengths "
-        f"{[len(b) for b in ref]}, got {[len(b) for b in got]} (a block closes "
-        "when the next sentence would not fit; the separator needs room for "
-        "itself and one more token)."
+    allowed_full = (real[:, :, None] & real[:, None, :]).sum().item()
+    kept = ref[real].sum().item()
+    passed(
+        f"each document attends only to itself: of the {allowed_full} (query, key) pairs of "
+        f"real tokens that FULL-SENTENCES attention allows in this batch, {kept} remain "
+        f"({kept / allowed_full:.0%})."
     )
 
 
@@ -312,16 +349,7 @@ def check_full_sentences(pack: Callable) -> None:
 
 
 def _accumulation_setup(seed: int = 0) -> tuple[RobertaForMaskedLM, list[dict[str, torch.Tensor]]]:
-    config = RobertaConfig(
-        vocab_size=120,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=40,
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
-    )
+    config = tiny_config(RobertaConfig, 120, 32, heads=2, max_positions=40, intermediate_size=64)
     torch.manual_seed(seed)
     model = RobertaForMaskedLM(config)
     g = torch.Generator().manual_seed(seed + 1)
