@@ -8,13 +8,14 @@ import torch
 
 from course_lib.exercises import ExerciseError
 from course_lib.exercises.deberta import (
+    check_bucket_ranges,
     check_c2p,
+    check_clipped_pairs,
     check_delta,
     check_enhanced_mask_decoder,
-    check_log_bucket,
-    check_p2c,
     check_translation_invariance_test,
 )
+from course_lib.modules.relative_position import log_bucket_position
 
 # ----- δ(i, j)
 
@@ -55,58 +56,78 @@ def test_delta_checker_names_the_mistake(wrong, message):
         check_delta(wrong)
 
 
-# ----- log buckets
+# ----- which distances share a log bucket (a design exercise)
 
 
-def good_log_bucket(rel, bucket_size, max_position):
+def good_bucket_ranges(bucket_size, max_position, lowest=None, highest=None):
+    """Brute force with the library's buckets over every distance the sequence has."""
+    top = max_position - 1
+    lowest, highest = -top if lowest is None else lowest, top if highest is None else highest
+    rel = torch.arange(lowest, highest + 1)
+    ranges = {}
+    for d, b in zip(rel.tolist(), log_bucket_position(rel, bucket_size, max_position).tolist()):
+        lo, hi = ranges.get(int(b), (d, d))
+        ranges[int(b)] = (min(lo, d), max(hi, d))
+    return ranges
+
+
+def reasoned_bucket_ranges(bucket_size, max_position):
+    """The same answer reasoned out in plain Python: bucket each positive distance with the
+    formula, then mirror the ranges for the negative side (lists instead of tuples are fine)."""
+    mid, top = bucket_size // 2, max_position - 1
+    ranges = {0: [0, 0]}
+    for d in range(1, top + 1):
+        k = d if d <= mid else mid + math.ceil(math.log(d / mid) / math.log(top / mid) * (mid - 1))
+        lo, hi = ranges.get(k, (d, d))
+        ranges[k] = [min(lo, d), max(hi, d)]
+    ranges.update({-k: [-hi, -lo] for k, (lo, hi) in list(ranges.items()) if k > 0})
+    return ranges
+
+
+def shifted(bucket, change):
+    """The right answer with one bucket's range changed by `change(lo, hi)`."""
+
+    def bucket_ranges(bucket_size, max_position):
+        ranges = good_bucket_ranges(bucket_size, max_position)
+        b = bucket(bucket_size)
+        ranges[b] = change(*ranges[b])
+        return ranges
+
+    return bucket_ranges
+
+
+def boundary_off_by_one(bucket_size, max_position):
+    """Bucket mid takes mid and mid + 1, the next bucket starts one later: no overlap, no gap."""
+    ranges = good_bucket_ranges(bucket_size, max_position)
     mid = bucket_size // 2
-    sign = torch.sign(rel)
-    abs_pos = torch.where(rel.abs() < mid, torch.tensor(mid - 1), rel.abs()).float()
-    log_pos = (
-        torch.ceil(
-            torch.log(abs_pos / mid) / torch.log(torch.tensor((max_position - 1) / mid)) * (mid - 1)
-        )
-        + mid
-    )
-    return torch.where(rel.abs() <= mid, rel.float(), log_pos * sign).long()
+    ranges[mid] = (mid, mid + 1)
+    ranges[mid + 1] = (mid + 2, ranges[mid + 1][1])
+    return ranges
 
 
-def bucket_with(rounding=torch.ceil, top_offset=1, keep_sign=True):
-    def log_bucket(rel, bucket_size, max_position):
-        mid = bucket_size // 2
-        abs_pos = rel.abs().clamp(min=1).float()
-        scale = math.log((max_position - top_offset) / mid)
-        log_pos = rounding(torch.log(abs_pos / mid) / scale * (mid - 1)) + mid
-        signed = log_pos * (torch.sign(rel) if keep_sign else 1)
-        exact = rel.float() if keep_sign else rel.abs().float()
-        return torch.where(rel.abs() <= mid, exact, signed)
-
-    return log_bucket
-
-
-def test_log_bucket_checker_accepts_a_correct_answer(capsys):
-    check_log_bucket(good_log_bucket)
-    assert "Correct!" in capsys.readouterr().out
+def test_bucket_ranges_checker_accepts_correct_answers(capsys):
+    check_bucket_ranges(good_bucket_ranges)
+    check_bucket_ranges(reasoned_bucket_ranges)
+    assert capsys.readouterr().out.count("Correct!") == 2
 
 
 @pytest.mark.parametrize(
     "wrong, message",
     [
         (stub, "not implemented yet"),
-        (lambda rel, b, m: rel, "no compression"),
-        (bucket_with(keep_sign=False), "the sign is lost"),
-        (bucket_with(rounding=torch.floor), r"rounds the logarithmic part UP \(ceil\)"),
-        (bucket_with(rounding=torch.round), "rounded to the nearest"),
-        (bucket_with(top_offset=0), "the log scale is off"),
-        (lambda rel, b, m: good_log_bucket(rel, b, m)[1:], "one bucket per distance"),
-        (lambda rel, b, m: torch.log1p(rel.abs().float()), "whole numbers"),
-        # compressing too early: distances below bucket_size // 2 go wrong, named as such
-        (lambda rel, b, m: good_log_bucket(rel, b // 2, m), "must stay exact"),
+        (lambda b, m: good_bucket_ranges(b, m, lowest=0), "only buckets >= 0"),
+        (lambda b, m: good_bucket_ranges(b, m, -m, m), "not reachable"),
+        (shifted(lambda b: b // 2 + 2, lambda lo, hi: (lo - 1, hi)), "the ranges overlap"),
+        (shifted(lambda b: b // 2 + 2, lambda lo, hi: (lo + 1, hi)), "is in no bucket"),
+        (boundary_off_by_one, "off by one at the exact/log boundary"),
+        (lambda b, m: {**good_bucket_ranges(b, m), b: (0, 0)}, "does not exist"),
+        (lambda b, m: [(0, 0)], "return a dict"),
+        (lambda b, m: dict.fromkeys(range(-b + 1, b), 3), "give a pair"),
     ],
 )
-def test_log_bucket_checker_names_the_mistake(wrong, message):
+def test_bucket_ranges_checker_names_the_mistake(wrong, message):
     with pytest.raises(ExerciseError, match=message):
-        check_log_bucket(wrong)
+        check_bucket_ranges(wrong)
 
 
 # ----- c2p / p2c gathers
@@ -121,21 +142,9 @@ def good_c2p(query, key_r, rel, span):
     return torch.gather(scores, -1, rows_of(rel, span).expand(query.shape[0], *rel.shape))
 
 
-def good_p2c(key, query_r, rel, span):
-    # entry (i, j): key j against row δ(i, j); a loop written the obvious way
-    heads, n, _ = key.shape
-    rows = rows_of(rel, span)
-    out = torch.empty(heads, n, n)
-    for i in range(n):
-        for j in range(n):
-            out[:, i, j] = (key[:, j] * query_r[:, rows[i, j]]).sum(-1)
-    return out
-
-
-def test_gather_checkers_accept_correct_answers(capsys):
+def test_c2p_checker_accepts_a_correct_answer(capsys):
     check_c2p(good_c2p)
-    check_p2c(good_p2c)
-    assert capsys.readouterr().out.count("Correct!") == 2
+    assert "Correct!" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(
@@ -165,20 +174,47 @@ def test_c2p_checker_names_the_mistake(wrong, message):
         check_c2p(wrong)
 
 
+# ----- where p2c's window clips, in the code and in the paper (a design exercise)
+
+
+def clipped(n, span, code_of=lambda d, s: (d < -s) | (d >= s), paper="mirror"):
+    d = torch.arange(n)[:, None] - torch.arange(n)[None, :]
+    code = code_of(d, span)
+    return code, (code.T if paper == "mirror" else code)
+
+
+def test_clipped_pairs_checker_accepts_a_correct_answer(capsys):
+    check_clipped_pairs(clipped)
+
+    # a loop over the pairs, using the rows themselves, is fine too
+    def by_rows(n, span):
+        code = torch.zeros(n, n, dtype=torch.bool)
+        for i in range(n):
+            for j in range(n):
+                code[i, j] = good_delta(torch.tensor(i), torch.tensor(j), span) != i - j + span
+        return code, code.T.clone()
+
+    check_clipped_pairs(by_rows)
+    assert capsys.readouterr().out.count("Correct!") == 2
+
+
 @pytest.mark.parametrize(
     "wrong, message",
     [
         (stub, "not implemented yet"),
-        (lambda k, qr, rel, s: good_p2c(k, qr, -rel, s), "paper's equation 4"),
-        (lambda k, qr, rel, s: good_c2p(k, qr, rel, s), "used the content of token i"),
-        (lambda k, qr, rel, s: good_p2c(k, qr, rel, s).transpose(-1, -2), "transposed"),
-        (lambda k, qr, rel, s: good_p2c(k, qr, rel, s) / math.sqrt(3 * k.shape[-1]), "scaled"),
-        (lambda k, qr, rel, s: good_p2c(k, qr, rel, s) + 1.0, r"key\[h, j\] · query_r"),
+        (lambda n, s: clipped(n, s, code_of=lambda d, s: d.abs() > s), "not symmetric"),
+        (lambda n, s: clipped(n, s, code_of=lambda d, s: d.abs() >= s), "is row 0 exactly"),
+        (lambda n, s: clipped(n, s, code_of=lambda d, s: (d > s) | (d <= -s)), "mirrored"),
+        (lambda n, s: clipped(n, s, paper="same"), "the paper's mask equals the code's"),
+        (lambda n, s: clipped(n, s, code_of=lambda d, s: d > 100), r"should be True"),
+        (lambda n, s: clipped(n, s)[0], "return a pair"),
+        (lambda n, s: tuple(m.int() for m in clipped(n, s)), "should be boolean"),
+        (lambda n, s: tuple(m[1:] for m in clipped(n, s)), r"should be \[n, n\]"),
     ],
 )
-def test_p2c_checker_names_the_mistake(wrong, message):
+def test_clipped_pairs_checker_names_the_mistake(wrong, message):
     with pytest.raises(ExerciseError, match=message):
-        check_p2c(wrong)
+        check_clipped_pairs(wrong)
 
 
 # ----- writing the translation-invariance test (a design exercise) --------------------------------

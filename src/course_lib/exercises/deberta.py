@@ -1,5 +1,6 @@
-"""Chapter 04 (DeBERTa) exercise checkers: δ(i, j), log buckets, the c2p and p2c gathers, and two
-design tasks: a translation-invariance test and the enhanced mask decoder's forward pass.
+"""Chapter 04 (DeBERTa) exercise checkers: δ(i, j), the c2p gather, and four design tasks: the
+distances each log bucket holds, where p2c's window clips (code and paper), a translation-invariance
+test and the enhanced mask decoder's forward pass.
 
 Each checker runs the learner's function on fresh inputs, compares with the library's reference
 (`course_lib.modules.relative_position`), and names the typical mistake when it recognises one.
@@ -79,94 +80,94 @@ def check_delta(delta_fn: Callable) -> None:
     passed("δ(i, j) shifts by k and clips to the 2k rows of the table, for k = 2, 4, 7.")
 
 
-# ----- log buckets -----------------------------------------------------------------------------
+# ----- log buckets: which distances share a bucket (design) -----------------------------------
+
+_BUCKET_SETTINGS = ((16, 100), (32, 64), (8, 12), (256, 512))
 
 
-def _log_bucket_variant(
-    rel: Tensor,
-    bucket_size: int,
-    max_position: int,
-    *,
-    rounding: Callable[[Tensor], Tensor] = torch.ceil,
-    top: int | None = None,
-) -> Tensor:
-    """The bucket formula with one detail changed (to recognise typical mistakes), in the same
-    float32 operations as the reference so that only the changed detail differs."""
-    top = max_position - 1 if top is None else top
-    mid = bucket_size // 2
-    abs_pos = torch.where(rel.abs() < mid, torch.tensor(mid - 1), rel.abs()).float()
-    scale = torch.log(torch.tensor(top / mid))
-    log_pos = rounding(torch.log(abs_pos / mid) / scale * (mid - 1)) + mid
-    return torch.where(rel.abs() <= mid, rel.float(), log_pos * torch.sign(rel)).long()
+def _bucket_ranges_reference(bucket_size: int, max_position: int) -> dict[int, tuple[int, int]]:
+    """Brute force: every signed distance a sequence of max_position tokens has, bucketed."""
+    rel = torch.arange(-(max_position - 1), max_position)
+    buckets = log_bucket_position(rel, bucket_size, max_position).long()
+    ranges: dict[int, tuple[int, int]] = {}
+    for d, b in zip(rel.tolist(), buckets.tolist()):
+        lo, hi = ranges.get(b, (d, d))
+        ranges[b] = (min(lo, d), max(hi, d))
+    return ranges
 
 
-def check_log_bucket(log_bucket: Callable) -> None:
-    """`log_bucket(relative_pos, bucket_size, max_position)` -> DeBERTa v2/v3's bucket of each
-    distance: exact for |d| <= bucket_size // 2, logarithmic beyond, |d| = max_position - 1 at
-    bucket_size - 1, sign kept."""
-    for bucket_size, max_position in ((256, 512), (32, 64), (16, 100)):
-        rel = torch.arange(-(max_position - 1), max_position)
-        got = expect_tensor(
-            run_learner_code(log_bucket, rel.clone(), bucket_size, max_position), "log_bucket"
-        )
-        expect(
-            tuple(got.shape) == tuple(rel.shape),
-            f"return one bucket per distance: expected shape {tuple(rel.shape)}, got "
-            f"{tuple(got.shape)}.",
-        )
-        expect(
-            bool((got == got.round()).all()),
-            "buckets are whole numbers: round the logarithmic part (up, with ceil).",
-        )
-        got = got.long()
-        want = log_bucket_position(rel, bucket_size, max_position).long()
-        if torch.equal(got, want):
-            continue
+def _as_ranges(got: object) -> dict[int, tuple[int, int]]:
+    expect(
+        isinstance(got, dict),
+        f"return a dict {{bucket: (smallest, largest)}}, got {type(got).__name__}.",
+    )
+    ranges = {}
+    for key, value in got.items():  # type: ignore[union-attr]
+        ok = isinstance(value, tuple | list) and len(value) == 2
+        expect(ok, f"bucket {key!r}: give a pair (smallest, largest), got {value!r}.")
+        try:
+            ranges[int(key)] = (int(value[0]), int(value[1]))
+        except (TypeError, ValueError):
+            raise ExerciseError(f"bucket {key!r}: ids and distances are whole numbers.") from None
+    return ranges
+
+
+def check_bucket_ranges(bucket_ranges: Callable) -> None:
+    """`bucket_ranges(bucket_size, max_position)` -> {bucket id: (smallest, largest) signed
+    distance i - j that DeBERTa v2/v3's log buckets map to it}, over every distance a sequence of
+    max_position tokens has. Compared with brute force for four settings."""
+    for bucket_size, max_position in _BUCKET_SETTINGS:
         label = f"(bucket_size={bucket_size}, max_position={max_position})"
-        mid = bucket_size // 2
-        if torch.equal(got, rel):
+        got = _as_ranges(run_learner_code(bucket_ranges, bucket_size, max_position))
+        want = _bucket_ranges_reference(bucket_size, max_position)
+        if got == want:
+            continue
+        mid, top = bucket_size // 2, max_position - 1
+        if got and min(got) >= 0:
             raise ExerciseError(
-                f"no compression {label}: distances beyond bucket_size // 2 = "
-                f"{mid} must be squeezed logarithmically so that "
-                f"{max_position - 1} lands on bucket {bucket_size - 1}."
+                f"{label}: only buckets >= 0. Keys on the other side (i - j < 0) have negative "
+                f"buckets, down to -{bucket_size - 1}: cover distances -{top} .. {top}."
             )
-        if bool((got >= 0).all()):
+        highest = max((hi for _, hi in got.values()), default=None)
+        if highest is not None and highest >= max_position:
             raise ExerciseError(
-                "the sign is lost: a key 5 tokens to the left (i - j = 5) and "
-                "one 5 to the right (i - j = -5) need different buckets; "
-                "multiply the logarithmic bucket by sign(i - j)."
+                f"{label}: a distance of {highest} is not reachable: with at most "
+                f"{max_position} tokens, |i - j| <= max_position - 1 = {top}."
             )
-        if torch.equal(
-            got, _log_bucket_variant(rel, bucket_size, max_position, rounding=torch.floor)
-        ):
-            raise ExerciseError("rounded down: DeBERTa rounds the logarithmic part UP (ceil).")
-        if torch.equal(
-            got, _log_bucket_variant(rel, bucket_size, max_position, rounding=torch.round)
-        ):
-            raise ExerciseError(
-                "rounded to the nearest: DeBERTa rounds the logarithmic part UP (ceil)."
-            )
-        if torch.equal(got, _log_bucket_variant(rel, bucket_size, max_position, top=max_position)):
-            raise ExerciseError(
-                f"the log scale is off: the largest distance is max_position - "
-                f"1 = {max_position - 1}, and it must map to bucket "
-                f"{bucket_size - 1}; divide by log((max_position - 1) / mid)."
-            )
-        wrong = (got != want).nonzero().flatten()
-        first = int(wrong[0])
-        near = [d for d in rel[wrong].tolist() if abs(d) <= mid]
-        where = (
-            "distances up to bucket_size // 2 must stay exact"
-            if near
-            else "check the logarithmic formula"
+        extra = sorted(set(got) - set(want))
+        missing = sorted(set(want) - set(got))
+        expect(
+            not extra,
+            f"{label}: bucket {extra[0] if extra else ''} does not exist; buckets run from "
+            f"-{bucket_size - 1} to {bucket_size - 1}.",
         )
+        expect(not missing, f"{label}: bucket {missing[0] if missing else ''} is missing.")
+        covered: dict[int, int] = {}
+        for b, (lo, hi) in sorted(got.items()):
+            expect(lo <= hi, f"{label}: bucket {b} has smallest {lo} > largest {hi}.")
+            for d in range(lo, hi + 1):
+                if d in covered:
+                    raise ExerciseError(
+                        f"{label}: the ranges overlap: distance {d} is in bucket {covered[d]} and "
+                        f"bucket {b}, but every distance has exactly one bucket."
+                    )
+                covered[d] = b
+        gaps = [d for d in range(-top, top + 1) if d not in covered]
+        expect(not gaps, f"{label}: distance {gaps[0] if gaps else ''} is in no bucket.")
+        wrong = [b for b in sorted(want, key=abs) if got[b] != want[b]]
+        if abs(wrong[0]) in (mid, mid + 1):
+            raise ExerciseError(
+                f"{label}: off by one at the exact/log boundary: bucket {wrong[0]} should be "
+                f"{want[wrong[0]]}, got {got[wrong[0]]}. Distances with |d| <= mid = {mid} are "
+                f"their own bucket; the logarithm starts at |d| = {mid + 1}."
+            )
         raise ExerciseError(
-            f"{label}: distance {int(rel[first])} should be bucket "
-            f"{int(want[first])}, got {int(got[first])} ({len(wrong)} distances "
-            f"wrong; {where})."
+            f"{label}: bucket {wrong[0]} should cover {want[wrong[0]]}, got {got[wrong[0]]} "
+            f"({len(wrong)} buckets wrong)."
         )
     passed(
-        "log buckets match DeBERTa v2/v3 on every distance for three (buckets, positions) settings."
+        "every bucket's range of distances matches brute force, for four (buckets, positions) "
+        "settings — the far buckets are wide, the near ones a single distance."
     )
 
 
@@ -250,42 +251,63 @@ def check_c2p(c2p: Callable) -> None:
     passed("c2p equals query_i · K^r[δ(i, j)] for every head and pair, clipping included.")
 
 
-def check_p2c(p2c: Callable) -> None:
-    """`p2c(key, query_r, relative_pos, span)` -> [heads, n, n] with entry (h, i, j) =
-    key[h, j] · query_r[h, δ(i, j)]: the released code's convention (transformers, Microsoft),
-    which indexes by δ(i, j) where the paper's equation 4 writes δ(j, i). Unscaled."""
-    for far in (False, True):
-        key, query_r, rel, span = _gather_inputs(2 if far else 3, far)
-        got = _call_gather(p2c, "p2c", key, query_r, rel, span, far)
-        code_rows = c2p_index(rel, span)
-        # entry (i, j) uses key j: gather with key j as the "row" vector, then transpose.
-        want = _gather_reference(key, query_r, code_rows.T).transpose(-1, -2)
-        if torch.allclose(got, want, atol=1e-5):
-            continue
-        paper = _gather_reference(key, query_r, code_rows).transpose(-1, -2)
-        if torch.allclose(got, paper, atol=1e-5):
-            raise ExerciseError(
-                "that is the paper's equation 4, row δ(j, i). The released code "
-                "(and this library, so that checkpoints load) reads row "
-                "δ(i, j), the same row as c2p."
-            )
-        if torch.allclose(got, _gather_reference(key, query_r, code_rows), atol=1e-5):
-            raise ExerciseError(
-                "entry (i, j) used the content of token i; p2c uses the KEY's "
-                "content, key[h, j], with the query's distance row."
-            )
-        if torch.allclose(got, want.transpose(-1, -2), atol=1e-5):
-            raise ExerciseError("the result is transposed: row i is the query, column j the key.")
-        d = key.shape[-1]
-        if torch.allclose(got * math.sqrt(d), want, atol=1e-4) or torch.allclose(
-            got * math.sqrt(3 * d), want, atol=1e-4
-        ):
-            raise ExerciseError("the values are scaled: return the raw dot products.")
-        raise ExerciseError(
-            "p2c[h, i, j] should be key[h, j] · query_r[h, δ(i, j)] with "
-            "δ(i, j) = clip(relative_pos[i, j] + span, 0, 2 span - 1)."
+def check_clipped_pairs(clipped_pairs: Callable) -> None:
+    """`clipped_pairs(n, span)` -> (code, paper): boolean [n, n] masks of the pairs (query i, key
+    j) whose p2c row does not stand for the true distance (it was clipped), for the released
+    code's row δ(i, j) and for the paper's δ(j, i) (He et al. 2021, eq. 4)."""
+    for n, span in ((9, 3), (12, 4), (5, 8)):
+        label = f"(n={n}, span={span})"
+        got = run_learner_code(clipped_pairs, n, span)
+        expect(
+            isinstance(got, tuple | list) and len(got) == 2,
+            "return a pair (code, paper) of boolean masks.",
         )
-    passed("p2c equals key_j · Q^r[δ(i, j)] (the released code's convention), clipping included.")
+        code, paper = (expect_tensor(m, "clipped_pairs") for m in got)
+        for name, mask in (("code", code), ("paper", paper)):
+            expect(
+                tuple(mask.shape) == (n, n),
+                f"{label}: the {name} mask should be [n, n] = {(n, n)}, got {tuple(mask.shape)}.",
+            )
+            expect(mask.dtype == torch.bool, f"the {name} mask should be boolean (True = clipped).")
+        i, j = torch.arange(n)[:, None], torch.arange(n)[None, :]
+        d = i - j
+        want = (d < -span) | (d > span - 1)
+        if not torch.equal(code, want):
+            if torch.equal(code, want.T):
+                raise ExerciseError(
+                    f"{label}: the code mask is mirrored: the code reads row δ(i, j) = "
+                    "clip(i - j + span), the query's position minus the key's."
+                )
+            if torch.equal(code, d.abs() > span):
+                raise ExerciseError(
+                    f"{label}: the window is not symmetric: rows stand for -span .. span - 1, so "
+                    f"i - j = {span} already lands on the last row ({span - 1}) and is clipped."
+                )
+            if torch.equal(code, d.abs() >= span):
+                raise ExerciseError(
+                    f"{label}: i - j = -{span} is row 0 exactly, not clipped: rows stand for "
+                    f"-span .. span - 1."
+                )
+            a, b = _first_mismatch(code, want)
+            raise ExerciseError(
+                f"{label}: code mask at (i={a}, j={b}), i - j = {a - b}, should be "
+                f"{bool(want[a, b])}."
+            )
+        if not torch.equal(paper, want.T):
+            if torch.equal(paper, want):
+                raise ExerciseError(
+                    f"{label}: the paper's mask equals the code's, but the paper reads row "
+                    "δ(j, i) = clip(j - i + span): its clipped pairs are mirrored."
+                )
+            a, b = _first_mismatch(paper, want.T)
+            raise ExerciseError(
+                f"{label}: paper mask at (i={a}, j={b}), j - i = {b - a}, should be "
+                f"{bool(want.T[a, b])}."
+            )
+    passed(
+        "both windows are right: the code clips i - j < -span or >= span, the paper its mirror "
+        "image — the two p2c conventions differ in every pair but i = j."
+    )
 
 
 # ----- a design exercise: write the test that proves translation invariance -----------------------
