@@ -8,8 +8,9 @@ prints the curve, the fill-mask hit rate on held-out sentences, and the two triv
     python benchmarks/accuracy_curve.py --minutes 10 --every 1
     python benchmarks/accuracy_curve.py --steps 600              # a fixed step budget instead
     python benchmarks/accuracy_curve.py --set lr=2e-3 max_length=64 pre_layer_norm=False
+    python benchmarks/accuracy_curve.py --corpus-fraction 0.25   # a quarter of the documents
 
-Every run also writes benchmarks/results/accuracy_curve_<recipe>[_<N>steps].json (machine, torch
+Every run also writes benchmarks/results/accuracy_curve_<recipe>[_<N>steps or _<M>min].json (machine, torch
 version, threads, date, command, recipe, every evaluation row, baselines, fill-mask rows): the
 numbers in benchmarks/README.md cite these files. `--out DIR` writes elsewhere.
 
@@ -23,13 +24,15 @@ import argparse
 import ast
 import math
 import os
+import random
 import sys
 from collections import Counter
 from pathlib import Path
 
 import torch
 
-from course_lib.data import load_builtin_corpus
+from course_lib.data import PretrainingCollator, load_builtin_corpus
+from course_lib.objectives import MaskingConfig
 from course_lib.training import Trainer, TrainingConfig
 from course_lib.training.device import cpu_supports_bf16
 from course_lib.training.inference import fill_mask_report, format_fill_mask_report
@@ -57,7 +60,12 @@ def baselines(run) -> tuple[float, float]:
 
 def apply_overrides(recipe, assignments: list[str]):
     """The recipe with `key=value` changes applied to its model, training or top-level fields."""
-    model, training, top = dict(recipe.model), dict(recipe.training), {}
+    model, training, masking, top = (
+        dict(recipe.model),
+        dict(recipe.training),
+        dict(recipe.masking),
+        {},
+    )
     for item in assignments:
         key, sep, raw = item.partition("=")
         if not sep:
@@ -70,12 +78,18 @@ def apply_overrides(recipe, assignments: list[str]):
             top[key] = value
         elif key in training or key in TrainingConfig.__dataclass_fields__:
             training[key] = value
+        elif key in MaskingConfig.__dataclass_fields__:
+            masking[key] = value
         else:
             model[key] = value
     if not assignments:
         return recipe
     return recipe.replace(
-        name=f"{recipe.name}+" + ",".join(assignments), model=model, training=training, **top
+        name=f"{recipe.name}+" + ",".join(assignments),
+        model=model,
+        training=training,
+        masking=masking,
+        **top,
     )
 
 
@@ -90,12 +104,19 @@ def main() -> None:
     p.add_argument("--samples", type=int, default=20)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
+        "--corpus-fraction",
+        type=float,
+        default=1.0,
+        help="train on this share of the training documents (a fixed random subset; the "
+        "held-out documents never change): accuracy against corpus size",
+    )
+    p.add_argument(
         "--set",
         nargs="*",
         default=[],
         metavar="KEY=VALUE",
         help="override recipe values: model sizes (hidden_size=128), training (lr=2e-3), "
-        "max_length=64 or vocab_size=4000; values are Python literals",
+        "masking (whole_word=True), max_length=64 or vocab_size=4000; values are Python literals",
     )
     p.add_argument(
         "--out",
@@ -111,7 +132,14 @@ def main() -> None:
         f"load average at start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; "
         f"{args.threads} threads; CPU native bf16: {cpu_supports_bf16()}"
     )
-    run = prepare_run(recipe, "bert", "mlm", load_builtin_corpus(progress=False), seed=args.seed)
+    corpus = load_builtin_corpus(progress=False)
+    if not 0 < args.corpus_fraction <= 1:
+        raise SystemExit(f"--corpus-fraction must be in (0, 1], got {args.corpus_fraction}")
+    if args.corpus_fraction < 1:
+        # A random subset, not the first documents: the corpus is ordered by topic.
+        keep = round(args.corpus_fraction * len(corpus.train))
+        corpus.train = random.Random(0).sample(corpus.train, keep)
+    run = prepare_run(recipe, "bert", "mlm", corpus, seed=args.seed)
     overrides = dict(eval_every_minutes=args.every, eval_max_examples=None, seed=args.seed)
     if args.steps:
         overrides.update(
@@ -125,7 +153,21 @@ def main() -> None:
     if args.precision:
         overrides["precision"] = args.precision
     config = recipe.training_config(**overrides)
-    trainer = Trainer(run.model, run.train, run.collator, config, eval_dataset=run.held_out)
+    # A masking lever (e.g. whole_word=True) changes what the model trains on, not the metric:
+    # the held-out set is still scored with the default recipe's token-level masks.
+    evaluation_masks = None
+    if recipe.masking != get_recipe(args.preset).masking:
+        evaluation_masks = PretrainingCollator(
+            run.tokenizer, MaskingConfig(**get_recipe(args.preset).masking), seed=args.seed
+        )
+    trainer = Trainer(
+        run.model,
+        run.train,
+        run.collator,
+        config,
+        eval_dataset=run.held_out,
+        eval_collate_fn=evaluation_masks,
+    )
     print(
         f"{recipe.name}: {run.model.config.num_hidden_layers} layers x {run.model.config.hidden_size}, "
         f"{sum(p.numel() for p in run.model.parameters()) / 1e6:.1f}M parameters, "
@@ -154,7 +196,13 @@ def main() -> None:
     )
     print(format_fill_mask_report(rows, "after training"))
     print(f"load average at end: {os.getloadavg()[0]:.2f}")
-    name = f"accuracy_curve_{slug(recipe.name)}" + (f"_{args.steps}steps" if args.steps else "")
+    name = f"accuracy_curve_{slug(recipe.name)}"
+    if args.steps:
+        name += f"_{args.steps}steps"
+    elif args.minutes and args.minutes != recipe.minutes:
+        name += f"_{args.minutes:g}min"  # the recipe's own budget keeps the plain name
+    if args.corpus_fraction < 1:
+        name += f"_corpus{args.corpus_fraction:g}"
     evals = [
         {
             "minutes": round(r["elapsed_s"] / 60, 3),
@@ -174,11 +222,17 @@ def main() -> None:
                 "name": recipe.name,
                 "model": dict(recipe.model),
                 "training": dict(recipe.training),
+                "masking": dict(recipe.masking),
                 "max_length": recipe.max_length,
                 "overrides": args.set,
             },
             "budget": {"steps": args.steps, "minutes": config.max_minutes, "every": args.every},
             "seed": args.seed,
+            "corpus": {
+                "fraction": args.corpus_fraction,
+                "train_documents": len(run.corpus.train),
+                "train_characters": sum(len(d.text) for d in run.corpus.train),
+            },
             "precision": trainer.precision,
             "parameters": sum(p.numel() for p in run.model.parameters()),
             "train_sequences": len(run.train),

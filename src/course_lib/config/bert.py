@@ -15,7 +15,8 @@ from typing import Any, ClassVar, Self
 from course_lib.activations import ACTIVATION_FUNCTIONS
 
 ACTIVATIONS = tuple(ACTIVATION_FUNCTIONS)  # the names a config accepts for hidden_act
-# The sizes every family's config has, checked as positive integers by EncoderConfig.
+# The sizes every family's config has: EncoderConfig declares them (BERT-base's defaults) and
+# checks them as positive integers.
 ENCODER_SIZES = (
     "vocab_size",
     "hidden_size",
@@ -79,12 +80,19 @@ class EncoderConfig:
     """The contract every family's config keeps: validated when created, published sizes by
     preset name, a validated `replace`, and the `to_dict`/`from_dict` round trip.
 
-    Subclasses declare the fields. Every family has the sizes checked here (vocab_size,
-    hidden_size, num_hidden_layers, num_attention_heads, intermediate_size,
-    max_position_embeddings), pad_token_id and initializer_range; its `validate` calls this one
-    and adds its own checks.
+    The sizes every encoder has (ENCODER_SIZES) are declared here once, with BERT-base's
+    defaults, so they are every config's first fields; a family redeclares only those whose
+    default differs (a redeclared field keeps its place). The other fields are the subclasses':
+    every family also has pad_token_id and initializer_range, checked here; its `validate` calls
+    this one and adds its own checks.
     """
 
+    vocab_size: int = 30522
+    hidden_size: int = 768
+    num_hidden_layers: int = 12
+    num_attention_heads: int = 12
+    intermediate_size: int = 3072
+    max_position_embeddings: int = 512
     model_type: ClassVar[str]
     presets: ClassVar[dict[str, dict[str, int]]] = {}
 
@@ -154,17 +162,16 @@ class EncoderConfig:
 
 @dataclass
 class BertConfig(EncoderConfig):
-    """Sizes and switches of a BERT encoder; field names match `transformers.BertConfig`."""
+    """Sizes and switches of a BERT encoder; field names match `transformers.BertConfig`.
 
-    vocab_size: int = 30522
-    hidden_size: int = 768
-    num_hidden_layers: int = 12
-    num_attention_heads: int = 12
-    intermediate_size: int = 3072
+    The sizes (vocab_size, hidden_size, num_hidden_layers, num_attention_heads,
+    intermediate_size, max_position_embeddings) come first, from EncoderConfig, whose defaults
+    are BERT-base's.
+    """
+
     hidden_act: str = "gelu"
     hidden_dropout_prob: float = 0.1
     attention_probs_dropout_prob: float = 0.1
-    max_position_embeddings: int = 512
     type_vocab_size: int = 2
     initializer_range: float = 0.02
     layer_norm_eps: float = 1e-12

@@ -3,9 +3,9 @@
 It does not subclass BertConfig because half of BERT's fields would be wrong for it: no position
 table (rotary positions), no segment types, no biases, separate dropouts per sublayer, and
 transformers names the activation `hidden_activation` and the norm epsilon `norm_eps`. It shares
-BertConfig's base, EncoderConfig (validate on creation, the size checks, `from_preset`,
-`replace`, `to_dict`/`from_dict`, `head_dim`), so checkpoints and `config_from_dict` treat it
-like every family.
+BertConfig's base, EncoderConfig (the size fields, validate on creation, the size checks,
+`from_preset`, `replace`, `to_dict`/`from_dict`, `head_dim`), so checkpoints and
+`config_from_dict` treat it like every family.
 """
 
 from __future__ import annotations
@@ -35,15 +35,15 @@ class ModernBertConfig(EncoderConfig):
     `max_position_embeddings` is only a length limit: rotary positions have no table.
     `unpad` is course_lib's switch (no transformers field): pack the real tokens of a batch and
     attend per sequence, skipping every padding position; the outputs are the same.
+    The sizes are EncoderConfig's; ModernBERT-base keeps BERT-base's hidden size (768) and heads
+    (12) and changes the other four.
     """
 
     vocab_size: int = 50368
-    hidden_size: int = 768
-    intermediate_size: int = 1152
     num_hidden_layers: int = 22
-    num_attention_heads: int = 12
-    hidden_activation: str = "gelu"
+    intermediate_size: int = 1152
     max_position_embeddings: int = 8192
+    hidden_activation: str = "gelu"
     initializer_range: float = 0.02
     initializer_cutoff_factor: float = 2.0
     norm_eps: float = 1e-5

@@ -406,7 +406,7 @@ def _validation_sentences(corpus: Any) -> list[str]:
 
 def cmd_pretrain(args: argparse.Namespace) -> int:
     from course_lib.training.device import select_device
-    from course_lib.training.recipes import FAMILIES, default_recipe_name, get_recipe
+    from course_lib.training.recipes import FAMILIES, TINY, default_recipe_name, get_recipe
 
     _check_pretrain_flags(args, FAMILIES)
     threads = _threads(args.threads)
@@ -430,10 +430,10 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
     with _usage_errors():
         recipe = get_recipe(preset, args.family)
         recipe.model_config(family, vocab_size=1000, pad_token_id=0)  # sizes valid for the family?
-    if args.preset is None and resume_dir is None and preset != "tiny":
+    if args.preset is None and resume_dir is None and preset != TINY.name:
         _print(
             f"a CUDA GPU was found: training the {preset} recipe ({recipe.description}); "
-            "--preset tiny trains the CPU recipe",
+            f"--preset {TINY.name} trains the CPU recipe",
             main=os.environ.get("RANK", "0") == "0",  # once under torchrun
         )
     if args.seed is None:
