@@ -126,7 +126,8 @@ def main() -> None:
     )
     args = p.parse_args()
     torch.set_num_threads(args.threads)
-    recipe = apply_overrides(get_recipe(args.preset), args.set)
+    base = get_recipe(args.preset)
+    recipe = apply_overrides(base, args.set)
     header = provenance(args.threads)
     print(
         f"load average at start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; "
@@ -156,9 +157,9 @@ def main() -> None:
     # A masking lever (e.g. whole_word=True) changes what the model trains on, not the metric:
     # the held-out set is still scored with the default recipe's token-level masks.
     evaluation_masks = None
-    if recipe.masking != get_recipe(args.preset).masking:
+    if recipe.masking != base.masking:
         evaluation_masks = PretrainingCollator(
-            run.tokenizer, MaskingConfig(**get_recipe(args.preset).masking), seed=args.seed
+            run.tokenizer, MaskingConfig(**base.masking), seed=args.seed
         )
     trainer = Trainer(
         run.model,
