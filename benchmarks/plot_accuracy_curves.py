@@ -14,10 +14,7 @@ import argparse
 import json
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+from course_lib.viz import compare_runs
 
 
 def label(result: dict) -> str:
@@ -35,20 +32,16 @@ def main() -> None:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--target", type=float, default=0.45)
     args = p.parse_args()
-    fig, ax = plt.subplots(figsize=(7, 4.2))
+    runs = {}
     for path in args.files:
         result = json.loads(path.read_text())
-        rows = result["rows"]
-        minutes = [r["minutes"] for r in rows]
-        accuracy = [100 * r["eval_mlm_accuracy"] for r in rows]
-        ax.plot(minutes, accuracy, marker="o", markersize=3, label=label(result))
-    ax.axhline(100 * args.target, color="grey", linestyle="--", linewidth=1)
-    ax.text(0.3, 100 * args.target + 0.5, f"target {args.target:.0%}", color="grey", fontsize=8)
+        runs[label(result)] = result["rows"]  # each row: minutes, step, eval_mlm_accuracy, ...
+    fig = compare_runs(runs, "eval_mlm_accuracy", x="minutes")  # the course's run comparison
+    ax = fig.axes[0]
+    ax.axhline(args.target, color="grey", linestyle="--", linewidth=1)
+    ax.text(0.3, args.target + 0.005, f"target {args.target:.0%}", color="grey", fontsize=8)
     ax.set_xlabel("minutes of training (wall clock, evaluations included)")
-    ax.set_ylabel("held-out masked-token accuracy (%)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
+    ax.set_ylabel("held-out masked-token accuracy")
     fig.savefig(args.out, dpi=120)
     print(f"wrote {args.out}")
 
