@@ -3,7 +3,8 @@
     python benchmarks/plot_accuracy_curves.py benchmarks/results/issue21/*.json \
         --out benchmarks/results/issue21/accuracy_vs_minutes.png
 
-One line per file (its recipe name and budget in the legend), each evaluation a point; a dashed
+One line per file (its recipe name, budget and final value in the legend; drawn by
+course_lib.viz.compare_runs); a dashed
 line marks a target accuracy (--target, default 0.45). Reads only the JSON the runs wrote, so
 the figure can be redrawn without training.
 """
