@@ -152,3 +152,35 @@ def test_classifier_saved_under_its_old_name_loads_and_a_bert_nsp_head_keeps_its
         assert torch.equal(a, b), name
     bert_names = set(tiny_pretraining().state_dict())
     assert migrate_keys(["nsp_head.classifier.weight"], bert_names) == {}
+
+
+def test_distilbert_classifier_saved_with_pre_classifier_loads_into_the_shared_head(tmp_path):
+    """DistilBERT's classification head was its own class with `pre_classifier`; it is now the
+    shared first-token head (`dense`): an old checkpoint loads and predicts the same."""
+    from safetensors.torch import load_file, save_file
+
+    from course_lib.config import DistilBertConfig
+    from course_lib.models import DistilBertForSequenceClassification
+
+    config = DistilBertConfig(
+        vocab_size=50,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=32,
+        num_labels=3,
+    )
+    torch.manual_seed(0)
+    saved = DistilBertForSequenceClassification(config).eval()
+    save_checkpoint(tmp_path / "ckpt", saved)
+    weights = tmp_path / "ckpt" / MODEL_FILE
+    old = {
+        k.replace("classifier.dense.", "classifier.pre_classifier."): v
+        for k, v in load_file(str(weights)).items()
+    }
+    assert "classifier.pre_classifier.weight" in old and "classifier.dense.weight" not in old
+    save_file(old, str(weights))
+    loaded = load_pretrained(tmp_path / "ckpt").eval()
+    ids = torch.randint(5, 50, (2, 7))
+    torch.testing.assert_close(loaded(ids).logits, saved(ids).logits, rtol=0, atol=0)

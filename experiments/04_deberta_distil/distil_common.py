@@ -291,7 +291,7 @@ def classification_loss(
 
 def classifier_from(pretrained: nn.Module, num_labels: int, seed: int) -> nn.Module:
     """A sequence classifier whose encoder is `pretrained`'s (a BERT or DistilBERT MLM model);
-    the head (BERT: pooler + linear; DistilBERT: pre_classifier + linear) starts random."""
+    the head (BERT: pooler + linear; DistilBERT: dense + linear) starts random."""
     torch.manual_seed(seed)
     config = pretrained.config.replace(num_labels=num_labels)
     if isinstance(pretrained, DistilBertForMaskedLM):

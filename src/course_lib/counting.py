@@ -132,7 +132,7 @@ def count_roberta(config: RobertaConfig, task: str) -> dict[str, int]:
 
 
 def count_distilbert(config: DistilBertConfig, task: str) -> dict[str, int]:
-    """BERT's count with T=0 and no pooler; sequence classification adds pre_classifier (H x H)."""
+    """BERT's count with T=0 and no pooler; sequence classification adds a dense H x H layer (transformers: pre_classifier)."""
     if task == "ForPreTraining":
         raise ValueError("DistilBERT has no ForPreTraining model (no NSP); use ForMaskedLM.")
     counts = count_bert(config, task)

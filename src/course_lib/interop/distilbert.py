@@ -6,7 +6,7 @@ backbone.embeddings.word/position/LayerNorm distilbert.embeddings.* (same names,
 ...attention_norm / output_norm             ...sa_layer_norm / output_layer_norm
 ...feed_forward.up / down                   ...ffn.lin1 / ffn.lin2
 mlm_head.dense / LayerNorm / decoder.bias   vocab_transform / vocab_layer_norm / vocab_projector.bias
-classifier.pre_classifier / out_proj        pre_classifier / classifier  (sequence classification)
+classifier.dense / out_proj                 pre_classifier / classifier  (sequence classification)
 classifier.out_proj                         classifier                   (token classification)
 qa_head.qa_outputs                          qa_outputs
 """
@@ -106,9 +106,7 @@ HEAD_KEYS = {
     "DistilBertForMaskedLM": mlm_keys(
         "vocab_transform", "vocab_layer_norm", "vocab_projector.bias"
     ),
-    "DistilBertForSequenceClassification": linear_keys(
-        "classifier.pre_classifier", "pre_classifier"
-    )
+    "DistilBertForSequenceClassification": linear_keys("classifier.dense", "pre_classifier")
     + linear_keys("classifier.out_proj", "classifier"),
     "DistilBertForTokenClassification": linear_keys("classifier.out_proj", "classifier"),
     "DistilBertForQuestionAnswering": linear_keys("qa_head.qa_outputs", "qa_outputs"),

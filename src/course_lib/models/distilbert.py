@@ -19,7 +19,7 @@ from course_lib.models.bert import (
     BertForTokenClassification,
     BertModel,
 )
-from course_lib.modules.heads import QuestionAnsweringHead
+from course_lib.modules.heads import FirstTokenClassificationHead, QuestionAnsweringHead
 
 
 class DistilBertModel(BertModel):
@@ -33,19 +33,12 @@ class DistilBertModel(BertModel):
         super().__init__(config, add_pooling_layer=False)
 
 
-class DistilBertClassificationHead(nn.Module):
-    """pre_classifier, ReLU, dropout, out_proj on the [CLS] vector (transformers' head, whose
-    last layer is `classifier`): it
-    takes the token vectors and reads the first itself, as DistilBERT has no pooler."""
+class DistilBertClassificationHead(FirstTokenClassificationHead):
+    """dense (transformers' `pre_classifier`), ReLU, dropout, out_proj (its `classifier`) on the
+    [CLS] vector, which the head reads itself, as DistilBERT has no pooler."""
 
     def __init__(self, config: DistilBertConfig) -> None:
-        super().__init__()
-        self.pre_classifier = nn.Linear(config.hidden_size, config.hidden_size)
-        self.dropout = nn.Dropout(config.seq_classif_dropout)
-        self.out_proj = nn.Linear(config.hidden_size, config.num_labels)
-
-    def forward(self, hidden: Tensor) -> Tensor:
-        return self.out_proj(self.dropout(self.pre_classifier(hidden[:, 0]).relu()))
+        super().__init__(config, "relu", config.seq_classif_dropout, dropout_first=False)
 
 
 class DistilBertQuestionAnsweringHead(QuestionAnsweringHead):

@@ -11,7 +11,6 @@ the recipe (more data, dynamic masking, no NSP, byte-level BPE) and four small d
 
 from __future__ import annotations
 
-import torch
 from torch import Tensor, nn
 
 from course_lib.config import RobertaConfig
@@ -23,7 +22,11 @@ from course_lib.models.bert import (
     BertModel,
 )
 from course_lib.modules.embeddings import BertEmbeddings
-from course_lib.modules.heads import MaskedLMHead, TokenClassificationHead
+from course_lib.modules.heads import (
+    FirstTokenClassificationHead,
+    MaskedLMHead,
+    TokenClassificationHead,
+)
 
 
 def create_position_ids_from_input_ids(input_ids: Tensor, padding_idx: int) -> Tensor:
@@ -69,19 +72,12 @@ class RobertaLMHead(MaskedLMHead):
         super().__init__(config, activation="gelu")
 
 
-class RobertaClassificationHead(nn.Module):
+class RobertaClassificationHead(FirstTokenClassificationHead):
     """dropout, dense, tanh, dropout, out_proj on the <s> vector (transformers' RoBERTa head):
     it takes the token vectors and reads the first itself, as RoBERTa has no pooler."""
 
     def __init__(self, config: RobertaConfig) -> None:
-        super().__init__()
-        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
-        self.dropout = nn.Dropout(config.classifier_dropout_prob)
-        self.out_proj = nn.Linear(config.hidden_size, config.num_labels)
-
-    def forward(self, hidden: Tensor) -> Tensor:
-        x = torch.tanh(self.dense(self.dropout(hidden[:, 0])))
-        return self.out_proj(self.dropout(x))
+        super().__init__(config, "tanh", config.classifier_dropout_prob, dropout_first=True)
 
 
 class RobertaTokenClassificationHead(TokenClassificationHead):

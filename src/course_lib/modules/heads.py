@@ -64,6 +64,28 @@ class SequenceClassificationHead(nn.Module):
         return self.out_proj(self.dropout(pooled))
 
 
+class FirstTokenClassificationHead(nn.Module):
+    """For encoders without a pooler: the first token's vector -> (dropout) -> dense ->
+    activation -> dropout -> out_proj. RoBERTa: tanh, dropout first too; DistilBERT: ReLU
+    (transformers names its dense layer `pre_classifier`)."""
+
+    def __init__(
+        self, config: BertConfig, activation: str, dropout: float, dropout_first: bool
+    ) -> None:
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.dropout = nn.Dropout(dropout)
+        self.out_proj = nn.Linear(config.hidden_size, config.num_labels)
+        self.act = get_activation(activation)
+        self.dropout_first = dropout_first
+
+    def forward(self, hidden: Tensor) -> Tensor:
+        x = hidden[:, 0]  # (B, H): the <s> / [CLS] vector
+        if self.dropout_first:
+            x = self.dropout(x)
+        return self.out_proj(self.dropout(self.act(self.dense(x))))  # (B, num_labels)
+
+
 class TokenClassificationHead(SequenceClassificationHead):
     """The same dropout + linear, applied at every position: one prediction per token."""
 

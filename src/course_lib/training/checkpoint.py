@@ -41,7 +41,11 @@ CHECKPOINT_FILES = frozenset({MODEL_FILE, OPTIMIZER_FILE, STATE_FILE, TOKENIZER_
 # Tensor-name prefixes that a later version of a model renamed: (old, new). A checkpoint saved
 # before the rename loads into today's model: ALBERT's SOP head was stored as `nsp_head`, the
 # last linear of a classification head as `classifier.classifier`.
-RENAMED_PREFIXES = (("nsp_head.", "sop_head."), ("classifier.classifier.", "classifier.out_proj."))
+RENAMED_PREFIXES = (
+    ("nsp_head.", "sop_head."),
+    ("classifier.classifier.", "classifier.out_proj."),
+    ("classifier.pre_classifier.", "classifier.dense."),  # DistilBERT, before one shared head
+)
 
 
 class CheckpointError(ValueError):
