@@ -9,8 +9,10 @@ prints the curve, the fill-mask hit rate on held-out sentences, and the two triv
     python benchmarks/accuracy_curve.py --steps 600              # a fixed step budget instead
     python benchmarks/accuracy_curve.py --set lr=2e-3 max_length=64 pre_layer_norm=False
     python benchmarks/accuracy_curve.py --corpus-fraction 0.25   # a quarter of the documents
+    python benchmarks/accuracy_curve.py --short-first 17:0.5     # curriculum: half-length first
+    python benchmarks/accuracy_curve.py --resegment 4            # the text cut 4 ways (blocks)
 
-Every run also writes benchmarks/results/accuracy_curve_<recipe>[_<N>steps or _<M>min].json (machine, torch
+Every run also writes benchmarks/results/accuracy_curve_<recipe>[_<N>steps or _<M>min][_seed<S>].json (machine, torch
 version, threads, date, command, recipe, every evaluation row, baselines, fill-mask rows): the
 numbers in benchmarks/README.md cite these files. `--out DIR` writes elsewhere.
 
@@ -32,6 +34,7 @@ from pathlib import Path
 import torch
 
 from course_lib.data import PretrainingCollator, load_builtin_corpus
+from course_lib.data.pairs import make_mlm_examples
 from course_lib.objectives import MaskingConfig
 from course_lib.training import Trainer, TrainingConfig
 from course_lib.training.device import cpu_supports_bf16
@@ -56,6 +59,64 @@ def baselines(run) -> tuple[float, float]:
         -sum(n * math.log((counts[t] + 1) / (total + vocab)) for t, n in held.items()) / held_total
     )
     return held[top] / held_total, loss
+
+
+def cut_example(example: dict, length: int, tokenizer) -> list[dict]:
+    """One single-segment example as the fewest equal pieces of at most `length` tokens, each
+    with its own [CLS] ... [SEP] (the same text, read in shorter windows; no 2-token scraps)."""
+    ids, words = example["input_ids"][1:-1], example["word_ids"][1:-1]
+    count = -(-len(ids) // (length - 2))  # pieces needed
+    bounds = [round(i * len(ids) / count) for i in range(count + 1)]
+    pieces = []
+    for start, end in zip(bounds, bounds[1:]):
+        input_ids, types = tokenizer.build_inputs_with_special_tokens(ids[start:end])
+        word_ids = tokenizer.build_word_ids(words[start:end])
+        pieces.append({"input_ids": input_ids, "token_type_ids": types, "word_ids": word_ids})
+    return pieces
+
+
+class ShortFirst:
+    """A sequence-length curriculum around a collator: while the run's progress (set to the
+    trainer's `progress` once it exists) is below `fraction`, each example is cut into windows
+    of `length` tokens, so a step reads the same text in shorter sequences; then full length."""
+
+    def __init__(self, collator, tokenizer, length: int, fraction: float) -> None:
+        self.collator, self.tokenizer = collator, tokenizer
+        self.length, self.fraction = length, fraction
+        self.progress = lambda: 0.0
+        self.short_batches = 0
+
+    def __call__(self, examples, generator=None):
+        if self.progress() < self.fraction:
+            self.short_batches += 1
+            examples = [p for e in examples for p in cut_example(e, self.length, self.tokenizer)]
+        return self.collator(examples, generator=generator)
+
+
+def resegmented(documents, tokenizer, max_length: int, ways: int) -> list[dict]:
+    """The training text as contiguous blocks of max_length tokens, cut `ways` times at
+    different offsets (0, 1/ways, 2/ways ... of a block): each epoch reads every token in
+    `ways` different windows (data augmentation by re-segmentation). ways=1: plain blocks."""
+    blocks = make_mlm_examples(documents, tokenizer, max_length)
+    examples = list(blocks)
+    if ways > 1:
+        budget = max_length - 2
+        stream = [t for e in blocks for t in e["input_ids"][1:-1]]
+        words = [w for e in blocks for w in e["word_ids"][1:-1]]
+        for k in range(1, ways):
+            offset = k * budget // ways
+            for start in range(offset, len(stream), budget):
+                ids, types = tokenizer.build_inputs_with_special_tokens(
+                    stream[start : start + budget]
+                )
+                examples.append(
+                    {
+                        "input_ids": ids,
+                        "token_type_ids": types,
+                        "word_ids": tokenizer.build_word_ids(words[start : start + budget]),
+                    }
+                )
+    return examples
 
 
 def apply_overrides(recipe, assignments: list[str]):
@@ -111,6 +172,21 @@ def main() -> None:
         "held-out documents never change): accuracy against corpus size",
     )
     p.add_argument(
+        "--short-first",
+        default=None,
+        metavar="LENGTH:FRACTION",
+        help="sequence-length curriculum: the first FRACTION of the budget reads each sequence in "
+        "equal windows of at most LENGTH tokens, then whole (17:0.5: halves of 32, first half)",
+    )
+    p.add_argument(
+        "--resegment",
+        type=int,
+        default=0,
+        metavar="K",
+        help="train on contiguous blocks cut K ways at shifted offsets instead of packed "
+        "sentences (K=1: blocks, one cut); the held-out set is unchanged",
+    )
+    p.add_argument(
         "--set",
         nargs="*",
         default=[],
@@ -141,6 +217,13 @@ def main() -> None:
         keep = round(args.corpus_fraction * len(corpus.train))
         corpus.train = random.Random(0).sample(corpus.train, keep)
     run = prepare_run(recipe, "bert", "mlm", corpus, seed=args.seed)
+    if args.resegment:
+        # Only the training examples change; the held-out set keeps the recipe's format.
+        run.train = resegmented(run.corpus.train, run.tokenizer, recipe.max_length, args.resegment)
+    collator = run.collator
+    if args.short_first:
+        length, _, fraction = args.short_first.partition(":")
+        collator = ShortFirst(run.collator, run.tokenizer, int(length), float(fraction))
     overrides = dict(eval_every_minutes=args.every, eval_max_examples=None, seed=args.seed)
     if args.steps:
         overrides.update(
@@ -164,11 +247,14 @@ def main() -> None:
     trainer = Trainer(
         run.model,
         run.train,
-        run.collator,
+        collator,
         config,
         eval_dataset=run.held_out,
-        eval_collate_fn=evaluation_masks,
+        # The held-out set is always scored at full length with the recipe's masks.
+        eval_collate_fn=evaluation_masks or run.collator,
     )
+    if args.short_first:
+        collator.progress = trainer.progress
     print(
         f"{recipe.name}: {run.model.config.num_hidden_layers} layers x {run.model.config.hidden_size}, "
         f"{sum(p.numel() for p in run.model.parameters()) / 1e6:.1f}M parameters, "
@@ -204,6 +290,12 @@ def main() -> None:
         name += f"_{args.minutes:g}min"  # the recipe's own budget keeps the plain name
     if args.corpus_fraction < 1:
         name += f"_corpus{args.corpus_fraction:g}"
+    if args.short_first:
+        name += "_short" + args.short_first.replace(":", "for")
+    if args.resegment:
+        name += f"_blocks{args.resegment}"
+    if args.seed:
+        name += f"_seed{args.seed}"
     evals = [
         {
             "minutes": round(r["elapsed_s"] / 60, 3),
@@ -233,6 +325,12 @@ def main() -> None:
                 "fraction": args.corpus_fraction,
                 "train_documents": len(run.corpus.train),
                 "train_characters": sum(len(d.text) for d in run.corpus.train),
+            },
+            "data": {
+                "short_first": args.short_first,
+                "short_batches": getattr(collator, "short_batches", 0),
+                "resegment": args.resegment,
+                "mean_train_tokens": sum(len(e["input_ids"]) for e in run.train) / len(run.train),
             },
             "precision": trainer.precision,
             "parameters": sum(p.numel() for p in run.model.parameters()),
