@@ -261,6 +261,12 @@ def main() -> None:
         f"{len(run.train)} train / {len(run.held_out)} held-out examples, precision {trainer.precision}"
     )
     history = trainer.train()
+    if trainer.stop_reason not in ("max_steps", "time"):
+        # Stopped early (Ctrl-C, a kill): its numbers are not the budget's, so no results file.
+        raise SystemExit(
+            f"stopped at step {trainer.step} ({trainer.stop_reason}) before the budget: "
+            "no results file written"
+        )
     print(f"\n{'minutes':>8} {'step':>6} {'MLM loss':>9} {'accuracy':>9}")
     for row in history:
         if "eval_mlm_accuracy" in row:

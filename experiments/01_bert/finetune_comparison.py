@@ -72,8 +72,21 @@ SETTINGS = (
         (("context_sentences", 2),),
     ),
 )
-# The course's default recipe (4 x 128, 32-token sequences; see training/recipes.py).
-RECIPE = TINY
+# The recipe the committed results were measured with: the course's CPU recipe as it was then,
+# 4 x 128 (2 heads, FFN 512, init 0.05), 32-token sequences. The default has since become
+# 2 x 192 (training/recipes.py, benchmarks/README.md); these sizes stay so that a rerun
+# reproduces the committed results and notebook 06's live run matches them.
+RECIPE = TINY.replace(
+    model={
+        **TINY.model,
+        "hidden_size": 128,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 2,
+        "intermediate_size": 512,
+        "initializer_range": 0.05,
+    },
+    description="4 layers x 128 hidden, 32-token sequences, pre-LN, no dropout, lr 2e-3",
+)
 # Phase 2: the tasks' inputs are up to 128 tokens long, so positions 32..127 need training too.
 # Same tokens per step (16 x 128 = 64 x 32), half the peak learning rate, fresh warmup.
 LONG_LENGTH, LONG_BATCH, LONG_LR = 128, 16, 1e-3

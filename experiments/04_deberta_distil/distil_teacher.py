@@ -3,7 +3,7 @@
 
 Chapter 01's tiny recipe as it was when the teacher was trained (pre-LN, MLM only, AdamW lr
 1e-3, 6% warmup, linear decay, batch 32, 4 x 256; course_lib.training.recipes.TINY has since
-been retuned to 4 x 128 on 32-token sequences) at a quarter of that width (64), with a 4,000
+been retuned to 32-token sequences, now at 2 x 192) at a quarter of that width (64), with a 4,000
 WordPiece vocabulary, 64-token blocks and a step budget (2,000 steps) instead of 5 minutes:
 the distillation experiments train 20 students from it on a shared CPU.
 
