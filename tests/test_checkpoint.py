@@ -158,19 +158,18 @@ def test_distilbert_classifier_saved_with_pre_classifier_loads_into_the_shared_h
     """DistilBERT's classification head was its own class with `pre_classifier`; it is now the
     shared first-token head (`dense`): an old checkpoint loads and predicts the same."""
     from safetensors.torch import load_file, save_file
+    from training_helpers import tiny_config
 
     from course_lib.config import DistilBertConfig
     from course_lib.models import DistilBertForSequenceClassification
 
-    config = DistilBertConfig(
-        vocab_size=50,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=32,
-        num_labels=3,
-    )
+    # the shared tiny BERT sizes, as DistilBERT (no segment embeddings)
+    sizes = {
+        **tiny_config(num_labels=3).to_dict(),
+        "model_type": "distilbert",
+        "type_vocab_size": 0,
+    }
+    config = DistilBertConfig.from_dict(sizes)
     torch.manual_seed(0)
     saved = DistilBertForSequenceClassification(config).eval()
     save_checkpoint(tmp_path / "ckpt", saved)
@@ -182,5 +181,5 @@ def test_distilbert_classifier_saved_with_pre_classifier_loads_into_the_shared_h
     assert "classifier.pre_classifier.weight" in old and "classifier.dense.weight" not in old
     save_file(old, str(weights))
     loaded = load_pretrained(tmp_path / "ckpt").eval()
-    ids = torch.randint(5, 50, (2, 7))
+    ids = torch.randint(5, config.vocab_size, (2, 7))
     torch.testing.assert_close(loaded(ids).logits, saved(ids).logits, rtol=0, atol=0)
