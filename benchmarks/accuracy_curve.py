@@ -12,9 +12,11 @@ prints the curve, the fill-mask hit rate on held-out sentences, and the two triv
     python benchmarks/accuracy_curve.py --short-first 17:0.5     # curriculum: half-length first
     python benchmarks/accuracy_curve.py --resegment 4            # the text cut 4 ways (blocks)
 
-Every run also writes benchmarks/results/accuracy_curve_<recipe>[_<N>steps or _<M>min][_seed<S>].json (machine, torch
-version, threads, date, command, recipe, every evaluation row, baselines, fill-mask rows): the
-numbers in benchmarks/README.md cite these files. `--out DIR` writes elsewhere.
+Every run also writes benchmarks/results/accuracy_curve_<recipe>[_<N>steps or _<M>min]
+[_corpus<F>][_short<L>for<F>][_blocks<K>][_seed<S>].json (machine, torch version, threads, date,
+command, recipe, every evaluation row, baselines, fill-mask rows): the numbers in
+benchmarks/README.md cite these files. `--out DIR` writes elsewhere. A run stopped before its
+budget (Ctrl-C) writes none.
 
 Wall-clock results depend on the machine *and its load*: the load average is printed at the
 start and the end; compare runs only under similar load (or compare fixed step budgets).
