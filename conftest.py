@@ -1,8 +1,27 @@
 """Repository-wide pytest setup: notebooks run in fast mode; generated student copies are not run
-by nbval (their exercises are stubs on purpose; tests/test_student_notebooks.py checks them)."""
+by nbval (their exercises are stubs on purpose; tests/test_student_notebooks.py checks them).
+
+The suite runs in parallel (pytest-xdist, `-n auto --dist loadfile` in pyproject.toml: a notebook's
+cells, and a module's shared fixtures, stay in one worker and in order). Each worker, and each
+notebook kernel it starts, gets its share of the CPUs as threads: two workers with two OpenMP
+threads each on two cores wait for each other at every op of a tiny model."""
 
 import os
 from pathlib import Path
+
+
+def _cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+_workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
+if _workers > 1:  # set before torch is imported here or in a kernel (both read it at start)
+    _share = str(max(1, _cpus() // _workers))
+    for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "RAYON_NUM_THREADS"):
+        os.environ.setdefault(_name, _share)
 
 # Kernels started by nbval inherit this environment.
 os.environ.setdefault("COURSE_FAST", "1")

@@ -1,7 +1,26 @@
-"""Shared fixtures: every test starts from the same torch seed; `one_thread` on request."""
+"""Shared fixtures: every test starts from the same torch seed, in a working directory of its own;
+`one_thread` on request."""
 
 import pytest
 import torch
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_working_directory(tmp_path_factory):
+    """Module- and session-scoped fixtures run in an empty folder, not wherever pytest started.
+
+    A learner runs the suite from the repository root, where `course pretrain` has left
+    `runs/tiny/checkpoint`: nothing a test does may read or write that folder."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(tmp_path_factory.mktemp("cwd-session"))
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _own_working_directory(tmp_path_factory, monkeypatch):
+    """Each test runs in a fresh empty folder (a sibling of `tmp_path`, so the two never mix):
+    `course pretrain` without --output-dir writes `runs/` there, and no test sees another's."""
+    monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))
 
 
 @pytest.fixture(autouse=True)
