@@ -52,8 +52,22 @@ class ExportResult:
 
 
 def check_empty_target(out_dir: str | Path) -> Path:
-    """`out_dir` as a Path if it is absent or an empty folder; ValueError (one line) otherwise."""
+    """`out_dir` as a Path if it is absent or an empty folder; ValueError (one line) otherwise:
+    a file, a folder with files, a symbolic link, or a path under a file."""
     out_dir = Path(out_dir)
+    if out_dir.is_symlink():
+        raise ValueError(
+            f"{out_dir} is a symbolic link; pass a new or empty folder (nothing is written "
+            "through a link)"
+        )
+    existing = out_dir
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if existing != out_dir and not existing.is_dir():
+        raise ValueError(
+            f"{out_dir} is inside {existing}, which is a file; pass a folder path (nothing was "
+            "written)"
+        )
     if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
         what = "a file" if not out_dir.is_dir() else "not empty"
         raise ValueError(
@@ -70,12 +84,16 @@ def _publish(tmp: Path, out_dir: Path) -> None:
 
 
 def _tmp_sibling(out_dir: Path) -> Path:
+    """A new folder beside `out_dir`, created here (so removing it removes only our files)."""
     out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp, n = out_dir.with_name(f".{out_dir.name}.export-tmp"), 0
-    while tmp.exists():
-        n += 1
-        tmp = out_dir.with_name(f".{out_dir.name}.export-tmp-{n}")
-    return tmp
+    n = 0
+    while True:
+        tmp = out_dir.with_name(f".{out_dir.name}.export-tmp" + (f"-{n}" if n else ""))
+        try:
+            tmp.mkdir()
+            return tmp
+        except FileExistsError:
+            n += 1
 
 
 @contextmanager
@@ -203,14 +221,23 @@ def export_checkpoint(
             f"sentence; nothing was written (please report this)"
         )
     hf_tokenizer = tokenizer.to_transformers(model_max_length=_max_tokens(model.config))
-    tmp = _tmp_sibling(out_dir)
+    from course_lib.training.checkpoint import write_error
+
+    tmp, writing = None, out_dir
     try:
+        tmp = _tmp_sibling(out_dir)
         with _quiet_transformers():
+            writing = out_dir / "model.safetensors"  # and config.json
             hf_model.save_pretrained(tmp)
+            writing = out_dir / "tokenizer.json"  # and tokenizer_config.json
             hf_tokenizer.save_pretrained(tmp)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)  # our own half-written folder
-        raise
+    except BaseException as err:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)  # our own half-written folder
+        failed = write_error(err, writing, f"nothing was written; {checkpoint} is unchanged")
+        if failed is err:
+            raise
+        raise failed from err
     _publish(tmp, out_dir)
     return ExportResult(
         out_dir, type(hf_model).__name__, type(model).__name__, diff, tokenizer.mask_token, note
@@ -307,6 +334,53 @@ def _family_of(backend: Any) -> str:
     return MODEL_TYPE_TO_FAMILY[kind]
 
 
+def _first_line(err: BaseException, limit: int = 160) -> str:
+    text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _weights_file(hf_dir: Path) -> Path:
+    """The weights file of a transformers folder (the first of several shards), for messages."""
+    for pattern in ("*.safetensors", "*.bin"):
+        found = sorted(hf_dir.glob(pattern))
+        if found:
+            return found[0]
+    return hf_dir / "model.safetensors"
+
+
+def _load_hf_model(cls: Any, hf_dir: Path, fix: str) -> tuple[nn.Module, dict]:
+    """`cls.from_pretrained(hf_dir)` with loading info; a damaged folder (truncated weights,
+    config.json sizes that do not fit them) is one ValueError naming the file and the fix."""
+    kwargs = dict(local_files_only=True, output_loading_info=True, dtype=torch.float32)
+    try:
+        with _quiet_transformers():
+            return cls.from_pretrained(str(hf_dir), **kwargs)
+    except Exception as err:  # safetensors, torch and transformers each raise their own kinds
+        first = err
+    weights = _weights_file(hf_dir)
+    if "mismatched_sizes" in str(first) or "size mismatch" in str(first):
+        detail = ""
+        try:  # load again, tolerating the mismatch, only to name the first tensor that differs
+            with _quiet_transformers():
+                _, info = cls.from_pretrained(str(hf_dir), ignore_mismatched_sizes=True, **kwargs)
+            name, stored, expected = sorted(info["mismatched_keys"])[0]
+            detail = f": {name} is {list(stored)} in the weights, {list(expected)} by config.json"
+        except Exception:
+            pass
+        raise ValueError(
+            f"{hf_dir / 'config.json'} does not fit the weights in {weights.name}{detail}; {fix}"
+        ) from None
+    if not weights.exists():
+        raise ValueError(
+            f"transformers could not load {hf_dir} ({_first_line(first)}); {fix}"
+        ) from None
+    if weights.stat().st_size == 0:
+        why = "it is empty"
+    else:
+        why = f"it is damaged or truncated ({_first_line(first)})"
+    raise ValueError(f"cannot load {weights}: {why}; {fix}") from None
+
+
 def import_transformers(hf_dir: str | Path, out_dir: str | Path) -> tuple[Path, nn.Module, str]:
     """Write the transformers folder `hf_dir` (e.g. bert-base-uncased on disk) to `out_dir` as a
     course checkpoint that `course fill-mask` and `course evaluate` read. Returns (out_dir, the
@@ -322,22 +396,15 @@ def import_transformers(hf_dir: str | Path, out_dir: str | Path) -> tuple[Path, 
             f"holds config.json and the weights"
         )
     out_dir = check_empty_target(out_dir)
+    fix = "copy the model's files again (config.json and the weights must come from one model)"
     try:
         hf_config = transformers.AutoConfig.from_pretrained(str(hf_dir), local_files_only=True)
-    except (OSError, ValueError) as err:
+    except (OSError, ValueError, TypeError, KeyError) as err:
         raise ValueError(
-            f"transformers could not read {hf_dir / 'config.json'}: {str(err).splitlines()[0]}"
+            f"transformers could not read {hf_dir / 'config.json'} ({_first_line(err)}); {fix}"
         ) from None
     hf_name = _hf_class_name(hf_config)
-    try:
-        with _quiet_transformers():
-            hf_model, info = getattr(transformers, hf_name).from_pretrained(
-                str(hf_dir), local_files_only=True, output_loading_info=True, dtype=torch.float32
-            )
-    except OSError as err:
-        raise ValueError(
-            f"transformers could not load {hf_dir}: {str(err).splitlines()[0]}"
-        ) from None
+    hf_model, info = _load_hf_model(getattr(transformers, hf_name), hf_dir, fix)
     if info.get("missing_keys"):
         missing = sorted(info["missing_keys"])
         raise ValueError(
@@ -351,6 +418,11 @@ def import_transformers(hf_dir: str | Path, out_dir: str | Path) -> tuple[Path, 
         model = course_equivalent(hf_model.eval())
     except AssertionError as err:
         raise ValueError(f"the weights do not fit the recorded config: {str(err)[:160]}") from None
+    except (KeyError, TypeError) as err:  # the "course_lib" entry that course export wrote
+        raise ValueError(
+            f"{hf_dir / 'config.json'} holds a damaged {METADATA_KEY!r} entry ({_first_line(err)}); "
+            f"remove that entry or {fix}"
+        ) from None
     diff = max_difference(model, hf_model, _check_sentence(tokenizer))
     if not diff <= MAX_DIFFERENCE:
         raise ValueError(

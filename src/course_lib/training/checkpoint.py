@@ -14,6 +14,7 @@ checkpoint could take over the machine; safetensors and JSON can only ever hold 
 from __future__ import annotations
 
 import base64
+import errno
 import hashlib
 import json
 import os
@@ -51,6 +52,51 @@ RENAMED_PREFIXES = (
 class CheckpointError(ValueError):
     """A checkpoint directory that is missing, damaged or does not fit: one line naming the file
     and the fix."""
+
+
+# A write that failed because the disk (or a quota, or a file-size limit) has no room.
+DISK_FULL = {errno.ENOSPC: "the disk is full", errno.EFBIG: "a file-size limit was reached"}
+if hasattr(errno, "EDQUOT"):
+    DISK_FULL[errno.EDQUOT] = "the disk quota is used up"
+
+
+class WriteFailed(OSError):
+    """A save that could not be completed (disk full, file-size limit, no permission): one line
+    naming what was being written, why, and that what existed before is intact."""
+
+
+def write_failure(err: BaseException) -> tuple[int | None, str] | None:
+    """(errno, why in words) when `err` is a failed write (an OSError, or safetensors' or the
+    tokenizers library's error wrapping one); None for anything else."""
+    if isinstance(err, OSError):
+        code, text = err.errno, err.strerror or str(err)
+    else:
+        text = str(err)
+        kind = type(err).__name__
+        if kind != "SafetensorError" and "os error" not in text:
+            return None
+        code = None
+        found = text.rsplit("(os error ", 1)
+        if len(found) == 2 and found[1].split(")")[0].isdigit():
+            code = int(found[1].split(")")[0])
+        text = os.strerror(code) if code is not None else _short(err)
+    if code in DISK_FULL:
+        return code, f"{DISK_FULL[code]} ({text})"
+    return code, text
+
+
+def write_error(err: BaseException, target: Path, kept: str) -> BaseException:
+    """`err` (a failed write into `target`) as one WriteFailed line naming the fix, or `err`
+    itself when it is not a failed write. `kept` says what is intact ('the previous
+    checkpoint is intact')."""
+    found = write_failure(err)
+    if found is None:
+        return err
+    code, why = found
+    fix = {errno.EFBIG: "raise the file-size limit (ulimit -f) or free space, and rerun"}.get(
+        code, "free space and rerun" if code in DISK_FULL else "fix that and rerun"
+    )
+    return WriteFailed(code, f"{why} while writing {target}; {fix} — {kept}")
 
 
 # --- RNG states: bytes to base64 so the JSON file stays plain text -------------------------------
@@ -162,7 +208,10 @@ def _is_checkpoint(directory: Path) -> bool:
 
 def _remove_checkpoint(directory: Path) -> None:
     """Delete a checkpoint directory this library wrote: its own files only, then the folder if
-    it is empty (anything else found there is left in place)."""
+    it is empty (anything else found there is left in place). A symbolic link is never followed:
+    what it points to is not the library's to delete."""
+    if directory.is_symlink() or not directory.is_dir():
+        return
     for name in CHECKPOINT_FILES:
         path = directory / name
         if path.is_file() and not path.is_symlink():
@@ -177,6 +226,12 @@ def check_checkpoint_target(directory: str | Path) -> None:
     """Raise CheckpointError unless `directory` can take a checkpoint without losing a user file:
     it must be absent, empty, or a course checkpoint holding nothing but checkpoint files."""
     directory = Path(directory)
+    if directory.is_symlink():
+        raise CheckpointError(
+            f"{directory} is a symbolic link (to {os.readlink(directory)}); a save replaces the "
+            "checkpoint folder, so it never writes through a link: copy the linked checkpoint "
+            "(cp -r) or save somewhere else (nothing was changed)."
+        )
     if directory.exists() and not directory.is_dir():
         raise CheckpointError(
             f"{directory} is a file, not a checkpoint directory; pass a folder path (nothing "
@@ -207,7 +262,11 @@ def recover_checkpoint(directory: str | Path) -> Path | None:
     directory = Path(directory)
     if directory.exists() or directory.is_symlink() or not directory.parent.is_dir():
         return None
-    siblings = [p for p in directory.parent.glob(f".{directory.name}.*-*") if p.is_dir()]
+    siblings = [
+        p
+        for p in directory.parent.glob(f".{directory.name}.*-*")
+        if p.is_dir() and not p.is_symlink()  # a link is not a save's temporary: never moved
+    ]
 
     def newest(kind: str) -> Path | None:
         found = [p for p in siblings if p.name.startswith(f".{directory.name}.{kind}-")]
@@ -245,14 +304,23 @@ def save_checkpoint(
 
     `state` is the trainer's plain-data state (step, schedule, data position, history...);
     RNG states are added here so every checkpoint can resume bit for bit. An existing folder
-    that is not a course checkpoint is refused (CheckpointError), never replaced.
+    that is not a course checkpoint, or a symbolic link, is refused (CheckpointError), never
+    replaced. A write that fails (a full disk) raises WriteFailed naming the file; the previous
+    checkpoint is intact.
     """
     directory = Path(directory)
     recover_checkpoint(directory)
     check_checkpoint_target(directory)
+    exists = (directory / STATE_FILE).is_file()
+    kept = "the previous checkpoint is intact" if exists else "nothing was saved"
     tmp = _tmp_name(directory, "tmp")
-    tmp.mkdir(parents=True)
+    writing = directory
     try:
+        tmp.mkdir(parents=True)
+    except OSError as err:
+        raise write_error(err, tmp, kept) from err
+    try:
+        writing = directory / MODEL_FILE
         save_model(model, str(tmp / MODEL_FILE))
         payload: dict[str, Any] = {
             "format_version": FORMAT_VERSION,
@@ -263,9 +331,11 @@ def save_checkpoint(
         }
         if optimizer is not None:
             tensors, plain = _split_optimizer_state(optimizer)
+            writing = directory / OPTIMIZER_FILE
             save_file(tensors, str(tmp / OPTIMIZER_FILE))
             payload["optimizer"] = plain
         if tokenizer is not None:
+            writing = directory / TOKENIZER_FILE
             tokenizer.save(str(tmp / TOKENIZER_FILE))
             payload["tokenizer"] = {
                 "sha256": _tokenizer_digest(tmp / TOKENIZER_FILE),
@@ -273,10 +343,14 @@ def save_checkpoint(
                 "family": getattr(tokenizer, "family", None),
             }
         # The state file is written last: a directory with a parsable one is complete.
+        writing = directory / STATE_FILE
         (tmp / STATE_FILE).write_text(json.dumps(payload, indent=1, allow_nan=True))
-    except BaseException:
+    except BaseException as err:
         _remove_checkpoint(tmp)  # our own half-written folder
-        raise
+        failed = write_error(err, writing, kept)
+        if failed is err:
+            raise
+        raise failed from err
     # Swap in the new directory; the old one is removed only after the new one is in place.
     old = None
     if directory.is_dir():

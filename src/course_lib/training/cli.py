@@ -7,10 +7,13 @@
     course evaluate runs/tiny/checkpoint
     torchrun --nproc_per_node=2 -m course_lib.training.cli pretrain --steps 200
 
-Mistakes in the arguments, and damaged or mismatched checkpoints, give one line on stderr and
-exit code 2, never a traceback; Ctrl-C outside training prints "interrupted" and exits with 130.
-No file is ever replaced silently: an existing run is continued (--resume) or replaced only
-when asked (--overwrite).
+Mistakes in the arguments, and damaged or mismatched checkpoints or transformers folders, give
+one line on stderr and exit code 2, never a traceback; a write that fails (a full disk) gives
+one line naming the file and exit code 1, and the previous checkpoint is intact; Ctrl-C outside
+training prints "interrupted" and exits with 130. No file is ever replaced silently: an existing
+run is continued (--resume) or replaced only when asked (--overwrite); a run holds a lock on its
+--output-dir (.course-run.lock), so a second run into it is refused while the first runs; and a
+checkpoint that is a symbolic link (another run's) is never saved over.
 """
 
 from __future__ import annotations
@@ -302,16 +305,8 @@ def checkpoint_state(path: str | Path, family: str | None, resume: bool = False)
     return state
 
 
-def _check_output_dir(output_dir: Path, resume_dir: Path | None, overwrite: bool) -> None:
-    """Before any corpus or tokenizer work: the run's checkpoint can be written, and writing it
-    loses nothing (an earlier run is continued with --resume or replaced only with --overwrite)."""
-    from course_lib.training.checkpoint import (
-        CheckpointError,
-        check_checkpoint_target,
-        read_state,
-        recover_checkpoint,
-    )
-
+def _check_output_folder(output_dir: Path) -> None:
+    """Before anything is written (the run's lock included): --output-dir can be a run folder."""
     flag = f"--output-dir {output_dir}"
     existing = output_dir
     while not existing.exists() and existing != existing.parent:
@@ -331,7 +326,28 @@ def _check_output_dir(output_dir: Path, resume_dir: Path | None, overwrite: bool
         raise UsageError(
             f"{flag} is a checkpoint itself; pass the run folder that holds it ({output_dir.parent})"
         )
+
+
+def _check_output_dir(output_dir: Path, resume_dir: Path | None, overwrite: bool) -> None:
+    """Before any corpus or tokenizer work (and with the run's lock held): the run's checkpoint
+    can be written, and writing it loses nothing (an earlier run is continued with --resume or
+    replaced only with --overwrite; a checkpoint that is a link to another run is never saved
+    over)."""
+    from course_lib.training.checkpoint import (
+        CheckpointError,
+        check_checkpoint_target,
+        read_state,
+        recover_checkpoint,
+    )
+
     checkpoint = output_dir / CHECKPOINT_NAME
+    if checkpoint.is_symlink():
+        target = os.readlink(checkpoint)
+        raise UsageError(
+            f"{checkpoint} is a symbolic link (to {target}), and saving this run would replace "
+            f"what it links to; copy it (cp -r {target} {checkpoint}, after removing the link) or "
+            f"continue it in a new folder: --resume {checkpoint} --output-dir <new folder>"
+        )
     recover_checkpoint(checkpoint)
     if not checkpoint.exists():
         return
@@ -406,18 +422,63 @@ def _validation_sentences(corpus: Any) -> list[str]:
 
 def cmd_pretrain(args: argparse.Namespace) -> int:
     from course_lib.training.device import select_device
-    from course_lib.training.recipes import FAMILIES, TINY, default_recipe_name, get_recipe
+    from course_lib.training.recipes import FAMILIES, default_recipe_name
 
     _check_pretrain_flags(args, FAMILIES)
     threads = _threads(args.threads)
-    family = FAMILIES[args.family]
     with _usage_errors():
         default_preset = default_recipe_name(select_device(args.device).type)
     output_dir = Path(args.output_dir or Path("runs") / (args.preset or default_preset))
     resume_dir = None
     if args.resume is not None:
         resume_dir = output_dir / CHECKPOINT_NAME if args.resume == "auto" else Path(args.resume)
-    _check_output_dir(output_dir, resume_dir, args.overwrite)  # before any corpus work
+    _check_output_folder(output_dir)  # before any corpus work, and before the lock is written
+    with _run_lock(output_dir):
+        _check_output_dir(output_dir, resume_dir, args.overwrite)
+        return _locked_pretrain(args, output_dir, resume_dir, default_preset, threads)
+
+
+@contextlib.contextmanager
+def _run_lock(output_dir: Path) -> Iterator[None]:
+    """Hold --output-dir's lock for the whole run (rank 0 only under torchrun); a second run into
+    the folder is refused in one line naming the first, a killed run's lock is taken over."""
+    from course_lib.training.run_lock import LOCK_NAME, RunLocked, describe, holding
+
+    try:
+        with holding(output_dir, enabled=os.environ.get("RANK", "0") == "0") as lock:
+            if lock is not None and lock.took_over is not None:
+                gone = describe(lock.took_over) if lock.took_over else "a run"
+                print(
+                    f"course pretrain: note: took over {output_dir / LOCK_NAME} from {gone}, "
+                    "which no longer runs",
+                    file=sys.stderr,
+                )
+            yield
+    except RunLocked as err:
+        raise UsageError(
+            f"another run is writing to --output-dir {output_dir} ({err}); wait for it to "
+            "finish or stop it, or pass another --output-dir"
+        ) from None
+    except OSError as err:
+        if err.filename is None or Path(err.filename).name != LOCK_NAME:
+            raise
+        raise UsageError(
+            f"cannot write the run's lock {err.filename} ({err.strerror or err}); pass a folder "
+            "you can write to"
+        ) from err
+
+
+def _locked_pretrain(
+    args: argparse.Namespace,
+    output_dir: Path,
+    resume_dir: Path | None,
+    default_preset: str,
+    threads: int | None,
+) -> int:
+    """cmd_pretrain once the output folder is checked and locked: the run itself."""
+    from course_lib.training.recipes import FAMILIES, TINY, get_recipe
+
+    family = FAMILIES[args.family]
     preset, state = args.preset or default_preset, {}
     if resume_dir is not None:
         state = checkpoint_state(resume_dir, args.family, resume=True)
@@ -509,6 +570,7 @@ def _pretrain(plan: _Plan, corpus: Any) -> int:
     import torch
 
     from course_lib.training import distributed
+    from course_lib.training.checkpoint import WriteFailed
     from course_lib.training.device import select_device
     from course_lib.training.engine import TrainingDiverged
 
@@ -544,6 +606,11 @@ def _pretrain(plan: _Plan, corpus: Any) -> int:
     except TrainingDiverged as err:
         print(f"course pretrain: {err}", file=sys.stderr)
         return 1
+    except WriteFailed as err:  # a checkpoint save: say how to go on from the one that is kept
+        again = f"course pretrain --output-dir {plan.output_dir} --resume"
+        if plan.resume_dir is not None or (plan.output_dir / CHECKPOINT_NAME).is_dir():
+            raise WriteFailed(err.errno, f"{err.strerror}; continue with: {again}") from err
+        raise
     finally:
         distributed.shutdown()
     if trainer.stop_reason not in ("max_steps", "time"):
@@ -791,6 +858,28 @@ COMMANDS = {
 }
 
 
+def _library_error(err: Exception) -> str | None:
+    """The one line for an error the libraries underneath raised where no command caught it: a
+    failed write (a full disk) or read, naming the file when the error does; None for the rest
+    (a bug: its traceback is wanted)."""
+    import json
+
+    from course_lib.training.checkpoint import DISK_FULL, WriteFailed, write_failure
+
+    if isinstance(err, WriteFailed):
+        return err.strerror.rstrip(".")
+    if isinstance(err, json.JSONDecodeError):
+        return f"a JSON file is damaged ({err}); restore it from a copy and rerun"
+    found = write_failure(err)
+    if found is None:
+        return None
+    name = getattr(err, "filename", None)
+    if found[0] in DISK_FULL:
+        where = f" while writing {name}" if name else ""
+        return f"{found[1]}{where}; free space and rerun"
+    return f"{name or 'a file'}: {found[1]}; check the path and its permissions, and rerun"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `course` console script; returns the exit code."""
     parser = build_parser()
@@ -810,6 +899,12 @@ def main(argv: list[str] | None = None) -> int:
         except UsageError as err:
             print(f"{prog}: error: {err}", file=sys.stderr)
             return 2
+        except Exception as err:
+            line = _library_error(err)
+            if line is None:
+                raise
+            print(f"{prog}: error: {line}", file=sys.stderr)
+            return 1
         except KeyboardInterrupt:  # Ctrl-C outside training (corpus, tokenizer, evaluation)
             print(f"{prog}: interrupted", file=sys.stderr)
             return 130

@@ -3,7 +3,9 @@
     course export runs/tiny/checkpoint my-model       # then pipeline("fill-mask", model="my-model")
     course import path/to/bert-base-uncased runs/bert-base    # then course fill-mask runs/bert-base ...
 
-The work is in course_lib.interop.export; here are the arguments and the one-line messages.
+The work is in course_lib.interop.export; here are the arguments and the one-line messages:
+exit code 2 for a refused or damaged input, 1 for a write that failed (a full disk), which
+leaves nothing half-written behind.
 """
 
 from __future__ import annotations
@@ -36,11 +38,14 @@ def add_parsers(sub: Any) -> None:
 
 def cmd_export(args: argparse.Namespace) -> int:
     from course_lib.interop.export import export_checkpoint
+    from course_lib.training.checkpoint import WriteFailed
     from course_lib.training.cli import checkpoint_state
 
     checkpoint_state(args.checkpoint, None)  # exists, is a checkpoint, has its tokenizer
     try:
         result = export_checkpoint(args.checkpoint, args.out_dir, mlm_only=args.mlm_only)
+    except WriteFailed:
+        raise  # one line and exit code 1 in cli.main
     except (ValueError, OSError) as err:
         raise UsageError(_one_line(err)) from err
     print(
@@ -58,9 +63,12 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_import(args: argparse.Namespace) -> int:
     from course_lib.interop.export import import_transformers
+    from course_lib.training.checkpoint import WriteFailed
 
     try:
         out_dir, model, note = import_transformers(args.hf_dir, args.out_dir)
+    except WriteFailed:
+        raise  # one line and exit code 1 in cli.main
     except (ValueError, OSError) as err:
         raise UsageError(_one_line(err)) from err
     print(f"{args.hf_dir} -> {type(model).__name__} checkpoint in {out_dir}")
