@@ -125,9 +125,12 @@ def mean_std(values: list[float]) -> tuple[float, float]:
     return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
 
 
-def pretrain(run: Any, steps: int, long_steps: int, precision: str) -> tuple[torch.nn.Module, list]:
+def pretrain(
+    run: Any, steps: int, long_steps: int, precision: str, fast: bool = False
+) -> tuple[torch.nn.Module, list]:
     """Pretrain the recipe's model for `steps` at its length, then `long_steps` at 128 tokens
-    (equal steps, not minutes: reproducible). History rows carry the phase's sequence length."""
+    (equal steps, not minutes: reproducible). History rows carry the phase's sequence length.
+    `fast` (a smoke test) keeps the long phase as small as the short one."""
     config = RECIPE.training_config(
         max_minutes=None,
         max_steps=steps,
@@ -144,6 +147,8 @@ def pretrain(run: Any, steps: int, long_steps: int, precision: str) -> tuple[tor
             build_pretraining_dataset(docs, run.tokenizer, "mlm", LONG_LENGTH, 0)
             for docs in (run.corpus.train, run.corpus.validation)
         )
+        if fast:
+            train, held_out = train[: len(run.train)], held_out[: len(run.held_out)]
         config = RECIPE.training_config(
             max_minutes=None,
             max_steps=long_steps,
@@ -324,7 +329,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     # 3000 steps: what the tiny recipe makes in its 5 minutes on 2 free CPU threads.
     pretrain_steps = args.pretrain_steps or (8 if fast else 3000)
     long_steps = args.long_steps if args.long_steps is not None else (4 if fast else 400)
-    test_size = 48 if fast else 500
+    test_size = 16 if fast else 500
     start = time.perf_counter()
 
     corpus = load_builtin_corpus(progress=False)
@@ -334,7 +339,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(f"{corpus.summary()}\n{RECIPE.description}; {run.model.num_parameters():,} parameters")
     tasks, steps = {}, {}
     for setting in SETTINGS:
-        size = min(setting.train_size, 64) if fast else setting.train_size
+        size = min(setting.train_size, 32) if fast else setting.train_size
         tasks[setting.key] = build_task(
             setting.task,
             corpus,
@@ -344,11 +349,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             seed=0,
             **dict(setting.options),
         )
-        steps[setting.key] = args.finetune_steps or (4 if fast else setting.steps)
+        steps[setting.key] = args.finetune_steps or (2 if fast else setting.steps)
         print(f"  {setting.key:16s} {tasks[setting.key].summary()}, {steps[setting.key]} steps")
 
     t = time.perf_counter()
-    pretrained, history = pretrain(run, pretrain_steps, long_steps, args.precision)
+    pretrained, history = pretrain(run, pretrain_steps, long_steps, args.precision, fast)
     pretrain_seconds = time.perf_counter() - t
     for length in dict.fromkeys(r["max_length"] for r in history):
         final = [r for r in history if r["max_length"] == length and "eval_mlm_loss" in r][-1]
