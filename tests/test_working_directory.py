@@ -10,8 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from course_lib.training.checkpoint import save_checkpoint
 from training_helpers import tiny_mlm
+
+from course_lib.training.checkpoint import save_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 
