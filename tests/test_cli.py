@@ -55,7 +55,7 @@ def one_line_error(capsys, *argv) -> str:
 def test_unknown_family_is_one_line(capsys):
     line = one_line_error(capsys, "pretrain", "--family", "gpt2")
     assert line == "course pretrain: error: unknown family 'gpt2'; choose one of " + str(
-        sorted(["albert", "bert", "deberta", "distilbert", "roberta"])
+        sorted(["albert", "bert", "deberta", "distilbert", "electra", "modernbert", "roberta"])
     )
 
 

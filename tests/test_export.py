@@ -177,6 +177,85 @@ def test_export_matches_pipeline_and_imports_back_exactly(tmp_path, family, pre_
     assert state["run"] == RUN and state["step"] == 3  # course evaluate measures as before
 
 
+def assert_same_weights(model: torch.nn.Module, reloaded: torch.nn.Module) -> None:
+    original, back = model.state_dict(), reloaded.state_dict()
+    assert set(original) == set(back)
+    for key, value in original.items():
+        assert torch.equal(value, back[key]), key
+
+
+def test_modernbert_export_matches_pipeline_and_imports_back_exactly(tmp_path):
+    """ModernBERT (local and global layers, rotary positions, GeGLU) as course pretrain trains
+    it: transformers' fill-mask pipeline from the folder agrees with course fill-mask."""
+    from course_lib.config.modernbert import ModernBertConfig
+
+    tokenizer = tokenizer_for("roberta")  # byte-level BPE, ModernBERT's tokenizer kind
+    config = ModernBertConfig(
+        vocab_size=tokenizer.vocab_size,
+        pad_token_id=tokenizer.pad_token_id,
+        hidden_size=32,
+        num_hidden_layers=3,
+        num_attention_heads=2,
+        intermediate_size=48,
+        max_position_embeddings=40,
+        global_attn_every_n_layers=2,  # layers 0 and 2 global, layer 1 local
+        local_attention=4,
+    )
+    torch.manual_seed(0)
+    model = randomise(MODEL_CLASSES["ModernBertForMaskedLM"](config), seed=1)
+    checkpoint = save_checkpoint(
+        tmp_path / "ckpt", model, state={"step": 3, "run": RUN}, tokenizer=tokenizer
+    )
+    result = export_checkpoint(checkpoint, tmp_path / "hf")
+    assert result.hf_class == "ModernBertForMaskedLM" and result.max_difference <= TOLERANCE
+    compare_with_pipeline(tmp_path / "hf", model, tokenizer)
+
+    out, _, _ = import_transformers(tmp_path / "hf", tmp_path / "back")
+    reloaded = load_pretrained(out)
+    assert type(reloaded) is type(model) and reloaded.config == model.config
+    assert_same_weights(model, reloaded)
+
+
+def test_electra_exports_its_discriminator_and_transformers_gives_the_same_logits(tmp_path):
+    """An ELECTRA run (generator + discriminator) exports the discriminator as transformers'
+    ElectraForPreTraining: from the folder alone, tokenizer and model give our logits (1e-5);
+    importing it back gives the discriminator bit for bit."""
+    from course_lib.config.electra import ElectraConfig
+    from course_lib.objectives.rtd import ElectraPretrainer
+
+    tokenizer = tokenizer_for("bert")
+    sizes = dict(SIZES, embedding_size=16, pre_layer_norm=False)
+    config = ElectraConfig(**sizes, vocab_size=tokenizer.vocab_size, pad_token_id=0)
+    torch.manual_seed(0)
+    model = randomise(ElectraPretrainer.from_config(config, 0.5), seed=1)
+    checkpoint = save_checkpoint(
+        tmp_path / "ckpt", model, state={"step": 3, "run": RUN}, tokenizer=tokenizer
+    )
+    result = export_checkpoint(checkpoint, tmp_path / "hf")
+    assert result.hf_class == "ElectraForPreTraining" and "generator" in result.note
+    hf_tokenizer = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "hf"))
+    hf_model = transformers.ElectraForPreTraining.from_pretrained(str(tmp_path / "hf")).eval()
+    for text in sentences(tokenizer) + ["the dog sat on the tree ."]:
+        encoded = tokenizer.encode(text)
+        hf_inputs = hf_tokenizer(text, return_tensors="pt")
+        assert hf_inputs["input_ids"][0].tolist() == encoded["input_ids"]
+        with torch.no_grad():
+            theirs = hf_model(**hf_inputs).logits
+            ours = model.discriminator(
+                **{k: torch.tensor([encoded[k]]) for k in ("input_ids", "attention_mask")}
+            ).logits
+        assert (ours - theirs).abs().max() <= TOLERANCE
+
+    out, _, note = import_transformers(tmp_path / "hf", tmp_path / "back")
+    assert "course detect" in note
+    reloaded = load_pretrained(out)
+    assert type(reloaded).__name__ == "ElectraForPreTraining"
+    assert reloaded.config == model.discriminator.config
+    assert_same_weights(model.discriminator, reloaded)
+    state = json.loads((out / "trainer_state.json").read_text())
+    assert state["training_config"]["objective"] == "rtd"
+
+
 def test_pre_ln_bert_positions_move_to_the_padding_offset(tmp_path):
     """RobertaPreLayerNorm numbers tokens from pad + 1: row pad + 1 + i holds our row i."""
     checkpoint, model, tokenizer = make_checkpoint(tmp_path, "bert", True)

@@ -493,7 +493,8 @@ def build_pretraining_dataset(
     format: str | None = None,
 ) -> Examples:
     """Examples for an objective: "mlm" (default format full-sentences, as RoBERTa),
-    "mlm+nsp" (segment-pair, as BERT; or sentence-pair) or "mlm+sop" (as ALBERT)."""
+    "mlm+nsp" (segment-pair, as BERT; or sentence-pair) or "mlm+sop" (as ALBERT); "rtd"
+    (ELECTRA) reads the same examples as "mlm"."""
     if objective not in OBJECTIVES:
         raise ValueError(f"objective={objective!r} is unknown; use one of {OBJECTIVES}.")
     if objective == "mlm+sop":

@@ -34,8 +34,14 @@ MLM_CLASS_BY_MODEL_TYPE = {
     "deberta-v2": "DebertaV2ForMaskedLM",
     "distilbert": "DistilBertForMaskedLM",
     "roberta-prelayernorm": "RobertaPreLayerNormForMaskedLM",
+    "electra": "ElectraForPreTraining",  # the discriminator: the model ELECTRA keeps
+    "modernbert": "ModernBertForMaskedLM",
 }
-OBJECTIVE_BY_CLASS = {"BertForPreTraining": "mlm+nsp", "AlbertForPreTraining": "mlm+sop"}
+OBJECTIVE_BY_CLASS = {
+    "BertForPreTraining": "mlm+nsp",
+    "AlbertForPreTraining": "mlm+sop",
+    "ElectraForPreTraining": "rtd",
+}
 MAX_DIFFERENCE = 1e-4  # logits of the two models on the check sentence (fp32: ~1e-6 seen)
 
 
@@ -197,7 +203,13 @@ def export_checkpoint(
     model = load_pretrained(checkpoint)
     tokenizer = CourseTokenizer.load(checkpoint / "tokenizer.json")
     note = ""
-    if mlm_only and type(model).__name__.endswith("ForPreTraining"):
+    if hasattr(model, "discriminator"):  # ELECTRA's pretrainer: the discriminator is the model
+        note = (
+            "the discriminator was exported (transformers' ElectraForPreTraining); the generator, "
+            "used only in pretraining, was left out"
+        )
+        model = model.discriminator
+    elif mlm_only and type(model).__name__.endswith("ForPreTraining"):
         head = "SOP" if model.config.model_type == "albert" else "NSP"
         note = f"the {head} head and the pooler were left out (--mlm-only)"
         model = mlm_part(model)
@@ -445,7 +457,10 @@ def import_transformers(hf_dir: str | Path, out_dir: str | Path) -> tuple[Path, 
             "seed": metadata.get("seed", 0),
         },
     }
-    if not hasattr(model, "mlm_head"):
+    if hasattr(model, "discriminator_head"):
+        no_head = f"{name} is ELECTRA's discriminator: try course detect, or fine-tune it"
+        note = f"{note}; {no_head}" if note else no_head
+    elif not hasattr(model, "mlm_head"):
         no_head = f"{name} has no masked-LM head: fine-tune it; course fill-mask needs one"
         note = f"{note}; {no_head}" if note else no_head
     save_checkpoint(out_dir, model, state=state, tokenizer=tokenizer)

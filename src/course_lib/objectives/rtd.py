@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from course_lib.config.electra import ElectraConfig, generator_config
 from course_lib.models.electra import ElectraForMaskedLM, ElectraForPreTraining
 from course_lib.models.outputs import ModelOutput
 from course_lib.objectives.masking import IGNORE_INDEX, MaskingConfig
@@ -127,6 +128,20 @@ class ElectraPretrainer(nn.Module):
         if tie_embeddings:
             share_embeddings(generator, discriminator)
         self.config = discriminator.config  # what the engine and checkpoints read
+
+    @classmethod
+    def from_config(
+        cls,
+        config: ElectraConfig,
+        generator: float | ElectraConfig | None = None,
+        weight: float = DISCRIMINATOR_WEIGHT,
+    ) -> ElectraPretrainer:
+        """A fresh generator + discriminator for the discriminator `config`: `generator` is the
+        generator's config, or its size as a fraction of the discriminator's (default 1/4, as
+        ELECTRA-Small; see config.electra.generator_config)."""
+        if not isinstance(generator, ElectraConfig):
+            generator = generator_config(config, 0.25 if generator is None else generator)
+        return cls(ElectraForMaskedLM(generator), ElectraForPreTraining(config), weight)
 
     def forward(
         self,

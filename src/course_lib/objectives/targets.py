@@ -10,7 +10,8 @@ from torch import Tensor
 
 from course_lib.labels import IGNORE_INDEX
 
-OBJECTIVES = ("mlm", "mlm+nsp", "mlm+sop")
+# "rtd": replaced-token detection (ELECTRA), on the same examples as "mlm".
+OBJECTIVES = ("mlm", "mlm+nsp", "mlm+sop", "rtd")
 
 # The types an objective works with (course_lib.training.engine.Objective):
 Batch = dict[str, Tensor]  # a collator's batch: input_ids, attention_mask, labels, ...

@@ -28,9 +28,11 @@ FAMILY_ALIASES = {
     "wordpiece": "wordpiece",
     "bert": "wordpiece",
     "distilbert": "wordpiece",
+    "electra": "wordpiece",
     "bpe": "bpe",
     "byte-level-bpe": "bpe",
     "roberta": "bpe",
+    "modernbert": "bpe",  # byte-level BPE, as ModernBERT's (OLMo's) tokenizer
     "unigram": "unigram",
     "sentencepiece": "unigram",
     "albert": "unigram",

@@ -185,6 +185,38 @@ def _model_config(model: nn.Module) -> dict[str, Any] | None:
     return config.to_dict() if config is not None and hasattr(config, "to_dict") else None
 
 
+# Models made of two models (ELECTRA's generator + discriminator), rebuilt from two configs: the
+# class name -> the attribute whose config is stored beside the main one, as "<attribute>_config".
+PAIRED_MODELS = {"ElectraPretrainer": "generator"}
+
+
+def paired_configs(model: nn.Module) -> dict[str, Any]:
+    """{"generator_config": ...} for a model in PAIRED_MODELS, else {}."""
+    part = PAIRED_MODELS.get(type(model).__name__)
+    return {f"{part}_config": _model_config(getattr(model, part))} if part else {}
+
+
+def _build_model(name: str, config: Any, state: dict[str, Any], directory: Path) -> nn.Module:
+    """A fresh model of class `name` for `config` (and, for a paired model, its stored second
+    config)."""
+    from course_lib.models import MODEL_CLASSES, config_from_dict
+
+    if name not in PAIRED_MODELS:
+        return MODEL_CLASSES[name](config)
+    from course_lib.objectives.rtd import ElectraPretrainer
+
+    key = f"{PAIRED_MODELS[name]}_config"
+    try:
+        second = config_from_dict(state[key])
+    except (ValueError, TypeError, KeyError) as err:
+        raise CheckpointError(
+            f"{directory / STATE_FILE} holds {'no' if key not in state else 'an invalid'} {key} "
+            f"({_short(err)}), so the {name} cannot be rebuilt; use a complete checkpoint "
+            "written by course pretrain."
+        ) from err
+    return ElectraPretrainer.from_config(config, second)
+
+
 def _tmp_name(directory: Path, kind: str) -> Path:
     """A sibling only this process uses: `.<name>.<kind>-<pid>` (a counter if it exists)."""
     base = directory.with_name(f".{directory.name}.{kind}-{os.getpid()}")
@@ -327,6 +359,8 @@ def save_checkpoint(
             "model_class": type(model).__name__,
             "config": _model_config(model),
             "rng": get_rng_state(),
+            # ELECTRA's pretrainer: `config` is the discriminator's; the generator's is needed too.
+            **paired_configs(model),
             **(state or {}),
         }
         if optimizer is not None:
@@ -546,7 +580,7 @@ def load_pretrained(directory: str | Path, device: str | torch.device = "cpu") -
             f"{'missing' if config_dict is None else 'not an object'}), so the model cannot be "
             "rebuilt; use a complete checkpoint written by course pretrain."
         )
-    if not isinstance(name, str) or name not in MODEL_CLASSES:
+    if not isinstance(name, str) or (name not in MODEL_CLASSES and name not in PAIRED_MODELS):
         raise CheckpointError(
             f"checkpoint {directory} holds model class {name!r}, which course_lib does not know; "
             f"known classes: {sorted(MODEL_CLASSES)}."
@@ -558,7 +592,7 @@ def load_pretrained(directory: str | Path, device: str | torch.device = "cpu") -
             f"{directory / STATE_FILE} holds an invalid model config ({_short(err)}); use a "
             "complete checkpoint written by course pretrain."
         ) from err
-    model = MODEL_CLASSES[name](config).to(device)
+    model = _build_model(name, config, state, directory).to(device)
     load_checkpoint(directory, model, restore_rng=False)
     return model.eval()
 

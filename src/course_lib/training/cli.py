@@ -5,6 +5,9 @@
     course pretrain --resume                          # continue runs/tiny after Ctrl-C
     course fill-mask runs/tiny/checkpoint "The [MASK] statement raises an exception."
     course evaluate runs/tiny/checkpoint
+    course pretrain --family electra --output-dir runs/electra   # replaced-token detection
+    course detect runs/electra/checkpoint "The cat drinks the house."
+    course pretrain --family modernbert --output-dir runs/modernbert
     torchrun --nproc_per_node=2 -m course_lib.training.cli pretrain --steps 200
 
 Mistakes in the arguments, and damaged or mismatched checkpoints or transformers folders, give
@@ -53,7 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="course", description="Encoders from Scratch: pretrain and inspect encoders."
     )
     sub = parser.add_subparsers(
-        dest="command", parser_class=_Parser, metavar="{pretrain,fill-mask,evaluate,export,import}"
+        dest="command",
+        parser_class=_Parser,
+        metavar="{pretrain,fill-mask,evaluate,detect,export,import}",
     )
 
     p = sub.add_parser(
@@ -69,7 +74,10 @@ def build_parser() -> argparse.ArgumentParser:
         "bert-mini, ... (with --resume: the run's own)",
     )
     p.add_argument(
-        "--objective", default=None, choices=OBJECTIVES, help="default: the recipe's (mlm)"
+        "--objective",
+        default=None,
+        choices=OBJECTIVES,
+        help="default: the family's (mlm; rtd, replaced-token detection, for electra)",
     )
     budget = p.add_mutually_exclusive_group()
     budget.add_argument("--minutes", type=float, default=None, help="wall-clock budget (default 5)")
@@ -133,6 +141,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     e.add_argument("--samples", type=int, default=20)
     e.add_argument("--device", default="auto")
+
+    d = sub.add_parser(
+        "detect", help="which tokens of a text an ELECTRA discriminator believes were replaced"
+    )
+    d.add_argument("checkpoint", help="an ELECTRA checkpoint (course pretrain --family electra)")
+    d.add_argument("text", help="a sentence, e.g. with one wrong word: 'The cat drinks the house.'")
     from course_lib.training.export_cli import add_parsers  # export, import
 
     add_parsers(sub)
@@ -516,6 +530,9 @@ def _check_pretrain_flags(args: argparse.Namespace, families: dict[str, Any]) ->
     """The flags that can be checked alone, before anything is read or written."""
     if args.family not in families:
         raise UsageError(f"unknown family {args.family!r}; choose one of {sorted(families)}")
+    if args.objective is not None:
+        with _usage_errors():  # e.g. mlm+nsp for electra or modernbert, rtd for bert
+            families[args.family].model_class(args.objective)
     _positive(args.minutes, "--minutes")
     _positive(args.steps, "--steps")
     _positive(args.batch_size, "--batch-size")
@@ -589,7 +606,8 @@ def _pretrain(plan: _Plan, corpus: Any) -> int:
     )
     _print(
         f"{type(model).__name__} ({recipe.name}): {config.num_hidden_layers} layers x "
-        f"{config.hidden_size} hidden, {n_params / 1e6:.1f}M parameters | {plan.objective} on "
+        f"{config.hidden_size} hidden{_generator_size(model)}, {n_params / 1e6:.1f}M parameters | "
+        f"{plan.objective} on "
         f"{len(run.train):,} examples of <= {recipe.max_length} tokens ({len(run.held_out)} held "
         f"out) | {trainer.device.type}, {trainer.precision}, {torch.get_num_threads()} threads"
         f"{f', {ctx.world_size} processes' if ctx.enabled else ''} | {budget}",
@@ -701,6 +719,7 @@ def _trainer(plan: _Plan, run: Any, training: Any, world_size: int) -> Any:
             run.collator,
             training,
             run.held_out,
+            objective=run.objective,
             tokenizer=run.tokenizer,
             run_info=run_info,
         )
@@ -714,23 +733,43 @@ def _trainer(plan: _Plan, run: Any, training: Any, world_size: int) -> Any:
 _ROWS_SHOWN_BEFORE = 3
 
 
+def _generator_size(model: Any) -> str:
+    """', generator N hidden' for ELECTRA's pretrainer (its generator is part of the run)."""
+    generator = getattr(model, "generator", None)
+    return "" if generator is None else f" (generator {generator.config.hidden_size} hidden)"
+
+
 def _print_samples(
     run: Any, sentences: list[str], n: int, max_tokens: int, title: str, show: int | None = None
 ) -> None:
-    from course_lib.training.inference import fill_mask_report, format_fill_mask_report
+    from course_lib.training.inference import fill_mask_report, format_fill_mask_report, mlm_model
 
-    rows = fill_mask_report(run.model, run.tokenizer, sentences, n=n, max_tokens=max_tokens)
+    model = mlm_model(run.model)  # ELECTRA: the generator fills the masks
+    title = f"{title} (generator)" if model is not run.model else title
+    rows = fill_mask_report(model, run.tokenizer, sentences, n=n, max_tokens=max_tokens)
     print(format_fill_mask_report(rows, title, show=show), flush=True)
 
 
 def _print_result(trainer: Any, output_dir: Path, mask_token: str) -> None:
     last = trainer.history[-1] if trainer.history else {}
+    checkpoint = output_dir / CHECKPOINT_NAME
+    took = f"after {trainer.step} steps ({trainer.elapsed_s / 60:.1f} min)"
+    if "eval_rtd_accuracy" in last:
+        print(
+            f"held-out replaced-token accuracy {last['eval_rtd_accuracy']:.1%} (base rate "
+            f"{last['eval_rtd_base_rate']:.1%}: every token called original), AUC "
+            f"{last['eval_rtd_auc']:.3f}; generator masked-token accuracy "
+            f"{last['eval_mlm_accuracy']:.1%} {took}"
+        )
+        print(
+            f'checkpoint: {checkpoint}\ntry: course detect {checkpoint} "The cat drinks the house."'
+        )
+        return
     if "eval_mlm_accuracy" in last:
         print(
             f"held-out masked-token accuracy {last['eval_mlm_accuracy']:.1%}, MLM loss "
-            f"{last['eval_mlm_loss']:.3f} after {trainer.step} steps ({trainer.elapsed_s / 60:.1f} min)"
+            f"{last['eval_mlm_loss']:.3f} {took}"
         )
-    checkpoint = output_dir / CHECKPOINT_NAME
     print(
         f'checkpoint: {checkpoint}\ntry: course fill-mask {checkpoint} "The {mask_token} is here."'
     )
@@ -758,13 +797,20 @@ def _load_model_and_tokenizer(
 
 
 def cmd_fill_mask(args: argparse.Namespace) -> int:
-    from course_lib.training.inference import fill_mask
+    from course_lib.training.inference import fill_mask, mlm_model
     from course_lib.training.recipes import FAMILIES
 
     if args.family is not None and args.family not in FAMILIES:
         raise UsageError(f"unknown family {args.family!r}; choose one of {sorted(FAMILIES)}")
     _positive(args.top_k, "--top-k")
     model, tokenizer, _ = _load_model_and_tokenizer(args.checkpoint, args.family)
+    model = mlm_model(model)  # ELECTRA: its generator
+    if not hasattr(model, "mlm_head"):
+        hint = "; try course detect" if hasattr(model, "discriminator_head") else ""
+        raise UsageError(
+            f"checkpoint {args.checkpoint!r} holds {type(model).__name__}, which has no "
+            f"masked-LM head to fill masks with{hint}"
+        )
     with _usage_errors():
         results = fill_mask(model, tokenizer, args.text, top_k=args.top_k)
     per_mask = results if isinstance(results[0], list) else [results]
@@ -781,10 +827,16 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from course_lib.objectives import MaskingConfig
     from course_lib.objectives.targets import OBJECTIVES
     from course_lib.training.engine import evaluate_pretraining
-    from course_lib.training.inference import fill_mask_report, format_fill_mask_report
+    from course_lib.training.inference import fill_mask_report, format_fill_mask_report, mlm_model
 
     _at_least_zero(args.samples, "--samples")
     model, tokenizer, state = _load_model_and_tokenizer(args.checkpoint, None, args.device)
+    if not hasattr(mlm_model(model), "mlm_head"):
+        hint = "; try course detect" if hasattr(model, "discriminator_head") else ""
+        raise UsageError(
+            f"checkpoint {args.checkpoint!r} holds {type(model).__name__} alone, without the "
+            f"masked-LM head (or ELECTRA generator) that held-out evaluation needs{hint}"
+        )
     run = state.get("run", {})
     training = state.get("training_config")
     training = training if isinstance(training, dict) else {}
@@ -830,13 +882,27 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         print(f"  {name:<20} {value:.4f}")
     if args.samples:
         rows = fill_mask_report(
-            model,
+            mlm_model(model),
             tokenizer,
             _validation_sentences(corpus),
             n=args.samples,
             max_tokens=max_length,
         )
         print(format_fill_mask_report(rows, "fill-mask"))
+    return 0
+
+
+def cmd_detect(args: argparse.Namespace) -> int:
+    """Which tokens of the text ELECTRA's discriminator believes were replaced, one per line."""
+    from course_lib.training.inference import detect_replaced, discriminator_of, format_detection
+
+    model, tokenizer, _ = _load_model_and_tokenizer(args.checkpoint, None)
+    with _usage_errors():
+        discriminator_of(model)  # an ELECTRA checkpoint, else one line
+        rows = detect_replaced(model, tokenizer, args.text)
+    if not rows:
+        raise UsageError("the text has no tokens to judge; pass a sentence")
+    print(format_detection(rows))
     return 0
 
 
@@ -853,6 +919,7 @@ COMMANDS = {
     "pretrain": cmd_pretrain,
     "fill-mask": cmd_fill_mask,
     "evaluate": cmd_evaluate,
+    "detect": cmd_detect,
     "export": _export_cli("cmd_export"),
     "import": _export_cli("cmd_import"),
 }

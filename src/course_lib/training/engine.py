@@ -238,7 +238,7 @@ def derived_seed(*parts: int) -> int:
     return int(np.random.SeedSequence([int(p) for p in parts]).generate_state(1, np.uint64)[0] >> 1)
 
 
-_PURPOSE_DATA, _PURPOSE_MASK, _PURPOSE_DROPOUT, _PURPOSE_EVAL = 1, 2, 3, 4
+_PURPOSE_DATA, _PURPOSE_MASK, _PURPOSE_DROPOUT, _PURPOSE_EVAL, _PURPOSE_SAMPLE = 1, 2, 3, 4, 5
 
 
 class EpochSampler:
@@ -290,9 +290,12 @@ def evaluate_pretraining(
     """MLM loss and masked-token accuracy (and NSP/SOP accuracy) of `model` on held-out examples.
 
     The masking is drawn from a generator seeded by `seed` alone, so every evaluation of a run
-    sees the same masks and the numbers are comparable from step to step. Under DDP the sums
+    sees the same masks and the numbers are comparable from step to step. `objective="rtd"`
+    evaluates an ELECTRA generator + discriminator instead (see `evaluate_rtd`). Under DDP the sums
     are pooled over all processes (each passes its own share of the examples).
     """
+    if objective == "rtd":
+        return evaluate_rtd(model, dataset, collate_fn, batch_size, seed, precision)
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
@@ -310,17 +313,7 @@ def evaluate_pretraining(
         batch = {k: v.to(device) for k, v in batch.items()}
         with autocast(device, precision):
             out = model(**model_inputs(batch))
-        labels = batch["labels"]
-        masked = labels != IGNORE_INDEX
-        logits = getattr(out, "mlm_logits", None)
-        if logits is None:  # a transformers model: MaskedLMOutput.logits
-            logits = out.logits
-        if logits.dim() == 3:  # a model that returns every position
-            logits = logits[masked]
-        target = labels[masked]
-        sums[0] += F.cross_entropy(logits.float(), target, reduction="sum").item()
-        sums[1] += (logits.argmax(-1) == target).sum().item()
-        sums[2] += target.numel()
+        sums[:3] += torch.tensor(_masked_lm_sums(out, batch["labels"]), dtype=torch.float64)
         sentence = batch.get("next_sentence_label", batch.get("sentence_order_label"))
         pair_logits = getattr(out, "nsp_logits", None)
         if pair_logits is None:  # ALBERT's sentence head is SOP
@@ -338,6 +331,89 @@ def evaluate_pretraining(
         task = "sop" if objective == "mlm+sop" else "nsp"
         result[f"eval_{task}_accuracy"] = float(sums[3] / sums[4])
     return result
+
+
+# The discriminator's probabilities are pooled as a histogram of this many bins (processes can
+# sum it); the AUC read from it differs from the exact one by at most the ties it creates.
+AUC_BINS = 4096
+
+
+def _masked_lm_sums(out: Any, labels: Tensor) -> list[float]:
+    """Cross-entropy sum, correct predictions and count at the masked positions of `labels`."""
+    masked = labels != IGNORE_INDEX
+    logits = getattr(out, "mlm_logits", None)
+    if logits is None:  # a transformers model: MaskedLMOutput.logits
+        logits = out.logits
+    if logits.dim() == 3:  # a model that returns every position
+        logits = logits[masked]
+    target = labels[masked]
+    return [
+        F.cross_entropy(logits.float(), target, reduction="sum").item(),
+        (logits.argmax(-1) == target).sum().item(),
+        target.numel(),
+    ]
+
+
+def auc_from_histograms(positives: Tensor, negatives: Tensor) -> float:
+    """ROC AUC (the chance that a random positive scores above a random negative; ties count
+    half) from the two classes' counts per score bin, lowest bin first."""
+    positives, negatives = positives.double(), negatives.double()
+    below = torch.cumsum(negatives, 0) - negatives  # negatives in lower bins
+    pairs = float(positives.sum() * negatives.sum())
+    if pairs == 0:
+        return float("nan")
+    return float((positives * (below + 0.5 * negatives)).sum() / pairs)
+
+
+@torch.no_grad()
+def evaluate_rtd(
+    model: nn.Module,
+    dataset: Sequence[Any],
+    collate_fn: Callable[..., dict[str, Tensor]],
+    batch_size: int = 64,
+    seed: int = 0,
+    precision: str = "fp32",
+) -> dict[str, float]:
+    """ELECTRA (objectives.rtd.ElectraPretrainer) on held-out examples: the generator's MLM loss
+    and masked-token accuracy, and the discriminator's replaced-token accuracy and AUC over
+    every real token, beside the base rate (the accuracy of answering "original" everywhere).
+
+    Masks and the generator's samples come from generators seeded by `seed` alone, so every
+    evaluation of a run corrupts the same way. Under DDP the sums are pooled over processes.
+    """
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    generator = torch.Generator().manual_seed(derived_seed(seed, _PURPOSE_EVAL))
+    sampler = torch.Generator(device=device).manual_seed(derived_seed(seed, _PURPOSE_SAMPLE))
+    # sums: MLM loss, correct masked tokens, masked tokens, correct RTD labels, replaced, real
+    sums = torch.zeros(6, dtype=torch.float64)
+    histogram = torch.zeros(2, AUC_BINS, dtype=torch.float64)  # [original, replaced] x bins
+    for start in range(0, len(dataset), batch_size):
+        batch = collate_fn(list(dataset[start : start + batch_size]), generator=generator)
+        batch = {k: v.to(device) for k, v in batch.items()}
+        with autocast(device, precision):
+            out = model(**model_inputs(batch), sample_generator=sampler)
+        sums[:3] += torch.tensor(_masked_lm_sums(out, batch["labels"]), dtype=torch.float64)
+        real = batch["attention_mask"].bool()
+        logits, labels = out.logits[real].float(), out.disc_labels[real]
+        sums[3] += ((logits > 0).long() == labels).sum().item()
+        sums[4] += labels.sum().item()
+        sums[5] += labels.numel()
+        bins = (torch.sigmoid(logits) * AUC_BINS).long().clamp(max=AUC_BINS - 1)
+        flat = torch.bincount(labels * AUC_BINS + bins, minlength=2 * AUC_BINS)
+        histogram += flat.view(2, AUC_BINS).cpu().double()
+    pooled = distributed.all_reduce_sum(torch.cat([sums, histogram.flatten()]))
+    sums, histogram = pooled[:6], pooled[6:].view(2, AUC_BINS)
+    model.train(was_training)
+    return {
+        "eval_mlm_loss": float(sums[0] / max(sums[2], 1)),
+        "eval_mlm_accuracy": float(sums[1] / max(sums[2], 1)),
+        "eval_rtd_accuracy": float(sums[3] / max(sums[5], 1)),
+        "eval_rtd_auc": auc_from_histograms(histogram[1], histogram[0]),
+        "eval_rtd_base_rate": float(1.0 - sums[4] / max(sums[5], 1)),
+        "eval_replaced": float(sums[4] / max(sums[5], 1)),
+    }
 
 
 class Trainer:
@@ -784,6 +860,11 @@ def _format_eval(record: dict[str, Any]) -> str:
     for task in ("nsp", "sop"):
         if f"eval_{task}_accuracy" in record:
             parts.append(f"{task.upper()} accuracy {record[f'eval_{task}_accuracy']:.1%}")
+    if "eval_rtd_accuracy" in record:
+        parts.append(
+            f"replaced-token accuracy {record['eval_rtd_accuracy']:.1%} (base rate "
+            f"{record['eval_rtd_base_rate']:.1%}), AUC {record['eval_rtd_auc']:.3f}"
+        )
     return " | ".join(parts)
 
 
@@ -797,6 +878,7 @@ __all__ = [
     "ModelLoss",
     "EpochSampler",
     "evaluate_pretraining",
+    "evaluate_rtd",
     "model_inputs",
     "derived_seed",
     "count_targets",

@@ -54,6 +54,14 @@ def cmd_export(args: argparse.Namespace) -> int:
     )
     if result.note:
         print(f"note: {result.note}")
+    if result.hf_class == "ElectraForPreTraining":  # no fill-mask: its logits say "replaced?"
+        print(
+            f'try: python -c "from transformers import AutoTokenizer, ElectraForPreTraining; '
+            f"t = AutoTokenizer.from_pretrained('{result.out_dir}'); "
+            f"m = ElectraForPreTraining.from_pretrained('{result.out_dir}'); "
+            f"print(m(**t('The cat drinks the house.', return_tensors='pt')).logits.sigmoid())\""
+        )
+        return 0
     print(
         f'try: python -c "from transformers import pipeline; '
         f"print(pipeline('fill-mask', model='{result.out_dir}')('The {result.mask_token} is here.'))\""
@@ -76,6 +84,9 @@ def cmd_import(args: argparse.Namespace) -> int:
         print(f"note: {note}")
     from course_lib.tokenization import CourseTokenizer
 
+    if hasattr(model, "discriminator_head"):  # ELECTRA's discriminator: no masks to fill
+        print(f'try: course detect {out_dir} "The cat drinks the house."')
+        return 0
     mask = CourseTokenizer.load(out_dir).mask_token
     print(f'try: course fill-mask {out_dir} "The {mask} is here."')
     return 0

@@ -165,3 +165,61 @@ def format_fill_mask_report(
     if len(shown) < len(rows):
         lines.append(f"   ... {len(rows) - len(shown)} more sentences in the count above")
     return "\n".join(lines)
+
+
+def mlm_model(model: nn.Module) -> nn.Module:
+    """The model that fills masks: ELECTRA's generator inside its pretrainer, else `model`."""
+    return getattr(model, "generator", model)
+
+
+def discriminator_of(model: nn.Module) -> nn.Module:
+    """ELECTRA's discriminator (inside a pretrainer, or alone); ValueError for any other model."""
+    discriminator = getattr(model, "discriminator", model)
+    if not hasattr(discriminator, "discriminator_head"):
+        raise ValueError(
+            f"a {type(model).__name__} has no replaced-token discriminator; detection needs an "
+            "ELECTRA checkpoint (course pretrain --family electra)"
+        )
+    return discriminator
+
+
+@torch.no_grad()
+def detect_replaced(model: nn.Module, tokenizer: Any, text: str) -> list[dict[str, Any]]:
+    """What ELECTRA's discriminator believes of each token of `text`: one row per token (special
+    tokens left out) with "token" and "probability" that it was replaced, not the original.
+
+    Write a sentence with a wrong word in it ("The cat drinks the house.") and see whether the
+    discriminator picks it out: that is the whole of its pretraining task.
+    """
+    discriminator = discriminator_of(model)
+    max_length = getattr(discriminator.config, "max_position_embeddings", None)
+    encoded = tokenizer.encode(text, max_length=max_length)
+    device = next(discriminator.parameters()).device
+    was_training = discriminator.training
+    discriminator.eval()
+    out = discriminator(
+        input_ids=torch.tensor([encoded["input_ids"]], device=device),
+        attention_mask=torch.tensor([encoded["attention_mask"]], device=device),
+        token_type_ids=torch.tensor([encoded["token_type_ids"]], device=device),
+    )
+    discriminator.train(was_training)
+    probabilities = torch.sigmoid(out.logits[0].float()).cpu().tolist()
+    special = set(_special_ids(tokenizer))
+    return [
+        {"token": tokenizer.convert_ids_to_tokens(token), "probability": p}
+        for token, p in zip(encoded["input_ids"], probabilities)
+        if token not in special
+    ]
+
+
+def format_detection(rows: list[dict[str, Any]]) -> str:
+    """`detect_replaced` rows as a table, the tokens believed replaced (p > 0.5) marked."""
+    flagged = [row["token"] for row in rows if row["probability"] > 0.5]
+    lines = [
+        f"the discriminator believes {len(flagged)} of {len(rows)} tokens were replaced"
+        + (f": {', '.join(flagged)}" if flagged else "")
+    ]
+    for row in rows:
+        mark = "  <- replaced?" if row["probability"] > 0.5 else ""
+        lines.append(f"  {row['probability']:6.1%}  {row['token']}{mark}")
+    return "\n".join(lines)

@@ -24,6 +24,16 @@ class Family:
     pretraining_model: str | None  # MLM + a sentence-level head (NSP for BERT, SOP for ALBERT)
     # Config values a small recipe needs for this family, under the recipe's own sizes.
     model_defaults: dict[str, Any] = field(default_factory=dict)
+    # Config values every recipe of this family must use, over the recipe's (ELECTRA: post-LN).
+    model_overrides: dict[str, Any] = field(default_factory=dict)
+    # Masking values over the recipe's (ELECTRA: no random tokens, the generator provides them).
+    masking_overrides: dict[str, Any] = field(default_factory=dict)
+    # The objective the family pretrains with: "mlm", or "rtd" (ELECTRA's only one).
+    objective: str = "mlm"
+    # ELECTRA: the generator's hidden size, FFN and heads as a fraction of the discriminator's.
+    generator_size: float | None = None
+    # The family's own recipes by name, where the shared ones do not fit its config (ModernBERT).
+    recipes: dict[str, Recipe] = field(default_factory=dict)
 
     def config_cls(self) -> type:
         from course_lib.config import CONFIG_CLASSES
@@ -37,29 +47,55 @@ class Family:
 
         return canonical_family(self.name)
 
+    @property
+    def objectives(self) -> tuple[str, ...]:
+        """The objectives this family pretrains with (the first is its default)."""
+        if self.objective != "mlm":
+            return (self.objective,)
+        return ("mlm", "mlm+nsp", "mlm+sop") if self.pretraining_model else ("mlm",)
+
     def model_class(self, objective: str) -> type:
+        """The class `objective` trains; ValueError (one line) if the family has none."""
         from course_lib.models import MODEL_CLASSES
 
-        name = self.mlm_model if objective == "mlm" else self.pretraining_model
-        if name is None:
+        if objective not in self.objectives:
+            if objective == "rtd":
+                raise ValueError(
+                    "objective 'rtd' (replaced-token detection) trains an ELECTRA generator and "
+                    "discriminator; use --family electra"
+                )
+            if self.objective == "rtd":
+                raise ValueError(
+                    f"the {self.name} family pretrains by replaced-token detection; use "
+                    f"objective 'rtd' (its default), not {objective!r}"
+                )
             raise ValueError(
                 f"the {self.name} family has no sentence-level pretraining head; "
                 f"use objective 'mlm' (as {self.name} itself was trained)."
             )
+        if objective == "rtd":
+            from course_lib.objectives.rtd import ElectraPretrainer
+
+            return ElectraPretrainer
+        name = self.mlm_model if objective == "mlm" else self.pretraining_model
         return MODEL_CLASSES[name]
 
+    def build(self, objective: str, config: Any) -> Any:
+        """A fresh model for `objective` (ELECTRA: generator + discriminator from `config`)."""
+        cls = self.model_class(objective)
+        if objective == "rtd":
+            return cls.from_config(config, self.generator_size)
+        return cls(config)
 
-FAMILIES: dict[str, Family] = {
-    f.name: f
-    for f in (
-        Family("bert", "BertForMaskedLM", "BertForPreTraining"),
-        Family("roberta", "RobertaForMaskedLM", None),
-        Family("albert", "AlbertForMaskedLM", "AlbertForPreTraining"),
-        # 256 log-buckets need sequences far longer than 128 tokens; 64 suit max_length 128.
-        Family("deberta", "DebertaForMaskedLM", None, {"position_buckets": 64}),
-        Family("distilbert", "DistilBertForMaskedLM", None),
-    )
-}
+    def adapt(self, recipe: Recipe) -> Recipe:
+        """`recipe` with this family's overrides (model, masking, objective); idempotent."""
+        if not (self.model_overrides or self.masking_overrides or self.objective != "mlm"):
+            return recipe
+        return recipe.replace(
+            model={**recipe.model, **self.model_overrides},
+            masking={**recipe.masking, **self.masking_overrides},
+            training={**recipe.training, "objective": self.objective},
+        )
 
 
 @dataclass(frozen=True)
@@ -182,6 +218,84 @@ SMALL_GPU = TINY.replace(
 
 RECIPES: dict[str, Recipe] = {TINY.name: TINY, SMALL_GPU.name: SMALL_GPU}
 
+# ModernBERT's config has its own fields (no pre_layer_norm: it is pre-LN by design; GeGLU, rotary
+# positions, no biases, per-sublayer dropouts that default to 0), so it gets its own two recipes
+# under the same names, trained the tiny recipe's way (same data, length, batch and optimiser).
+# Its sizes and padding were measured (benchmarks/README.md, "Issue 44"; 1 thread, bf16 CPU):
+MODERNBERT_TINY = TINY.replace(
+    description="ModernBERT, 2 layers x 192 hidden, 32-token sequences, lr 2e-3: "
+    "5 minutes on 2 CPU threads",
+    model=dict(
+        # 2 x 192 (3 heads of 64): at equal time it beat 4 x 128, 21.2% vs 19.4% held-out
+        # accuracy in ~42 s (334 vs 300 steps; 4 x 128 was ahead per step, 19.4% vs 18.4% at
+        # 300, but 11% slower per step). benchmarks/results/issue44/, one seed each.
+        hidden_size=192,
+        num_hidden_layers=2,
+        num_attention_heads=3,
+        # GeGLU's width as in ModernBERT-base (1152 = 1.5 x 768): the gate doubles Wi.
+        intermediate_size=288,
+        # ModernBERT's pattern, global every 3rd layer from layer 0: layer 0 global, layer 1
+        # local. A window of 16 (8 tokens either side) is half of a 32-token sequence, so the
+        # local layer is really local (ModernBERT-base: 128 of 8,192 tokens).
+        global_attn_every_n_layers=3,
+        local_attention=16,
+        initializer_range=0.043,  # TINY's width rule (~0.6/sqrt(192)), same width
+        # Padded: unpadding made forward+backward 1.35x slower at 64 x 32 tokens (78% real
+        # tokens; packing costs more than the 22% it skips on a CPU), same outputs.
+        unpad=False,
+    ),
+)
+MODERNBERT_SMALL_GPU = SMALL_GPU.replace(
+    description="ModernBERT, 6 layers x 256 hidden, 128-token sequences, batch 128: "
+    "5 minutes on a GPU (chosen automatically when CUDA is found)",
+    # NOT YET MEASURED on a GPU, as SMALL_GPU; its sizes and dropout by the same arithmetic.
+    model=dict(
+        hidden_size=256,
+        num_hidden_layers=6,
+        num_attention_heads=4,
+        intermediate_size=384,
+        global_attn_every_n_layers=3,
+        local_attention=64,  # half the 128-token sequence, as the CPU recipe's 16 of 32
+        initializer_range=0.04,
+        attention_dropout=0.1,
+        mlp_dropout=0.1,
+        unpad=False,
+    ),
+)
+
+FAMILIES: dict[str, Family] = {
+    f.name: f
+    for f in (
+        Family("bert", "BertForMaskedLM", "BertForPreTraining"),
+        Family("roberta", "RobertaForMaskedLM", None),
+        Family("albert", "AlbertForMaskedLM", "AlbertForPreTraining"),
+        # 256 log-buckets need sequences far longer than 128 tokens; 64 suit max_length 128.
+        Family("deberta", "DebertaForMaskedLM", None, {"position_buckets": 64}),
+        Family("distilbert", "DistilBertForMaskedLM", None),
+        Family(
+            "electra",
+            "ElectraForMaskedLM",
+            None,
+            # transformers' ELECTRA is post-LN, and only a post-LN discriminator exports to it
+            # (course export: its logits checked against ElectraForPreTraining's).
+            model_overrides={"pre_layer_norm": False},
+            # ELECTRA's masking (objectives.rtd.ELECTRA_MASKING): 85% [MASK], 15% kept, no random
+            # tokens: the generator's samples are the replacements.
+            masking_overrides={"mask_replace_prob": 0.85, "random_replace_prob": 0.0},
+            objective="rtd",
+            # 1/3: ELECTRA-Base's ratio (the paper found 1/4 to 1/2 of the discriminator best,
+            # section 3.2); on the tiny recipe's 3 heads of 64 it is one head: 64 hidden, FFN 256.
+            generator_size=1 / 3,
+        ),
+        Family(
+            "modernbert",
+            "ModernBertForMaskedLM",
+            None,
+            recipes={"tiny": MODERNBERT_TINY, "small-gpu": MODERNBERT_SMALL_GPU},
+        ),
+    )
+}
+
 
 def default_recipe_name(device_type: str) -> str:
     """The recipe `course pretrain` uses when no --preset is given: 'small-gpu' on a CUDA GPU,
@@ -192,15 +306,24 @@ def default_recipe_name(device_type: str) -> str:
 
 def get_recipe(name: str, family: str = "bert") -> Recipe:
     """A recipe by name, or the tiny recipe with a published size of the family (e.g. 'bert-mini')."""
+    fam = FAMILIES.get(family)
+    own = fam.recipes if fam is not None else {}
     if name in RECIPES:
-        return RECIPES[name]
-    presets = FAMILIES[family].config_cls().presets if family in FAMILIES else {}
+        recipe = own.get(name, RECIPES[name])
+        return fam.adapt(recipe) if fam is not None else recipe
+    presets = fam.config_cls().presets if fam is not None else {}
     if name in presets:
         # The published sizes, trained the tiny recipe's way (pre-LN, no dropout).
-        kept = {k: v for k, v in TINY.model.items() if "dropout" in k or k == "pre_layer_norm"}
-        return TINY.replace(
+        tiny = own.get(TINY.name, TINY)
+        kept = {
+            k: v
+            for k, v in tiny.model.items()
+            if "dropout" in k or k in ("pre_layer_norm", "unpad")
+        }
+        recipe = tiny.replace(
             name=name, description=f"{name} sizes, tiny recipe", model={"preset": name, **kept}
         )
+        return fam.adapt(recipe)
     known = sorted(RECIPES) + sorted(presets)
     raise ValueError(f"unknown preset {name!r} for {family}; choose one of {known}.")
 
@@ -215,19 +338,21 @@ class PreparedRun:
     held_out: list
     collator: Any
     corpus: Any
+    # The Trainer's objective: None for the model's own loss, RTDObjective for ELECTRA.
+    objective: Any = None
 
 
 def prepare_run(
     recipe: Recipe | str = "tiny",
     family: str = "bert",
-    objective: str = "mlm",
+    objective: str | None = None,
     corpus: Any | None = None,
     seed: int = 0,
     tokenizer: Any | None = None,
 ) -> PreparedRun:
     """Corpus -> tokenizer -> examples -> model, exactly as `course pretrain` does it.
 
-    `corpus` defaults to the built-in one; pass `tokenizer` to reuse a trained one (resuming
+    `objective` defaults to the recipe's (ELECTRA's: "rtd"). `corpus` defaults to the built-in one; pass `tokenizer` to reuse a trained one (resuming
     needs the checkpoint's own tokenizer, since retraining could change the ids).
     """
     import torch
@@ -238,8 +363,9 @@ def prepare_run(
 
     if family not in FAMILIES:
         raise ValueError(f"unknown family {family!r}; choose one of {sorted(FAMILIES)}.")
-    recipe = get_recipe(recipe, family) if isinstance(recipe, str) else recipe
     fam = FAMILIES[family]
+    recipe = get_recipe(recipe, family) if isinstance(recipe, str) else fam.adapt(recipe)
+    objective = objective or recipe.training.get("objective", "mlm")
     corpus = corpus if corpus is not None else load_builtin_corpus()
     if tokenizer is None:
         tokenizer = train_tokenizer(fam.tokenizer, corpus.texts("train"), recipe.vocab_size)
@@ -249,6 +375,11 @@ def prepare_run(
     )
     config = recipe.model_config(fam, tokenizer.vocab_size, tokenizer.pad_token_id)
     torch.manual_seed(seed)
-    model = fam.model_class(objective)(config)
+    model = fam.build(objective, config)
     collator = PretrainingCollator(tokenizer, MaskingConfig(**recipe.masking), seed=seed)
-    return PreparedRun(model, tokenizer, train, held_out, collator, corpus)
+    trainer_objective = None
+    if objective == "rtd":
+        from course_lib.objectives.rtd import RTDObjective
+
+        trainer_objective = RTDObjective()
+    return PreparedRun(model, tokenizer, train, held_out, collator, corpus, trainer_objective)
