@@ -227,3 +227,36 @@ def test_electra_resumes_bit_for_bit(tmp_path, corpus_dir):  # noqa: F811
     assert resumed.step == straight.step == 4
     ours, theirs = resumed.model.state_dict(), straight.model.state_dict()
     assert all(torch.equal(ours[k], theirs[k]) for k in ours)
+
+
+def test_electra_trains_and_resumes_under_torchrun(tmp_path, corpus_dir):  # noqa: F811
+    """Two CPU processes (gloo) train ELECTRA's pair, save one checkpoint, and resume it; the
+    generator and discriminator stay one model to DDP (their shared embeddings included)."""
+    import os
+    import subprocess
+    import sys
+
+    out_dir = tmp_path / "run"
+
+    def torchrun(steps: int, *extra: str) -> subprocess.CompletedProcess:
+        command = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+        command += ["--nproc_per_node=2", "-m", "course_lib.training.cli", "pretrain"]
+        command += ["--family", "electra", "--corpus", str(corpus_dir), "--output-dir"]
+        command += [str(out_dir), "--batch-size", "4", "--precision", "fp32", "--no-progress"]
+        command += ["--threads", "1", "--samples", "0", "--steps", str(steps), *extra]
+        env = dict(os.environ, OMP_NUM_THREADS="1")
+        return subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+
+    first = torchrun(2)
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert "2 processes" in first.stdout and first.stdout.count("replaced-token accuracy") == 1
+    assert read_state(out_dir / "checkpoint")["step"] == 2
+    again = torchrun(4, "--resume")
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "resumed from" in again.stdout
+    state = read_state(out_dir / "checkpoint")
+    assert state["step"] == 4 and state["training_config"]["objective"] == "rtd"
+    model = load_pretrained(out_dir / "checkpoint")
+    assert isinstance(model.discriminator, ElectraForPreTraining)
+    shared = (m.backbone.embeddings.word_embeddings for m in (model.generator, model.discriminator))
+    assert next(shared) is next(shared)
