@@ -482,31 +482,9 @@ def unsourced(path: Path) -> list[str]:
     return problems
 
 
-# Documents whose prose still quotes numbers this test cannot source (issue #39, unfinished):
-# mostly a number from another notebook or an earlier run, to be read from its results file in
-# a code cell or removed. Each is expected to fail (strict: a fixed one must leave the list).
-TODO = {
-    "benchmarks/README.md",
-    "chapters/01_bert/01_tokenization.ipynb",
-    "chapters/01_bert/05_mini_pretraining.ipynb",
-    "chapters/01_bert/06_fine_tuning.ipynb",
-    "chapters/01_bert/08_mechanism_labs.ipynb",
-    "chapters/02_roberta/01_what_changed.ipynb",
-    "chapters/02_roberta/03_dynamic_masking.ipynb",
-    "chapters/02_roberta/04_input_formats.ipynb",
-    "chapters/02_roberta/05_large_batches.ipynb",
-    "chapters/02_roberta/07_mechanism_labs.ipynb",
-    "chapters/03_albert/01_factorized_embeddings.ipynb",
-    "chapters/03_albert/02_cross_layer_sharing.ipynb",
-    "chapters/03_albert/03_sop_vs_nsp.ipynb",
-    "chapters/03_albert/04_sharing_and_embedding_ablation.ipynb",
-    "chapters/04_deberta_distil/04_deberta_ablation.ipynb",
-    "chapters/04_deberta_distil/07_student_from_teacher.ipynb",
-    "chapters/04_deberta_distil/08_distil_vs_scratch.ipynb",
-    "chapters/04_deberta_distil/11_deberta_labs_attention.ipynb",
-    "chapters/04_deberta_distil/12_deberta_labs_positions.ipynb",
-    "experiments/labs/README.md",
-}
+# Documents still expected to fail (issue #39): none left. A document added here is a strict xfail:
+# it must fail, and leave the set once fixed.
+TODO: set[str] = set()
 
 
 @pytest.mark.parametrize(
