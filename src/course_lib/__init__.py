@@ -6,7 +6,13 @@
 109482240
 """
 
-from course_lib.config import (
+from course_lib._versions import VersionWarning, warn_if_outdated
+
+# Before anything else: an older transformers (or torch, tokenizers, safetensors) than the suite is
+# tested with is named in one line here, not found later as a parity cell failing obscurely.
+warn_if_outdated()
+
+from course_lib.config import (  # noqa: E402
     CONFIG_CLASSES,
     AlbertConfig,
     BertConfig,
@@ -14,12 +20,12 @@ from course_lib.config import (
     DistilBertConfig,
     RobertaConfig,
 )
-from course_lib.counting import count_parameters
-from course_lib.interop import from_transformers, to_transformers
+from course_lib.counting import count_parameters  # noqa: E402
+from course_lib.interop import from_transformers, to_transformers  # noqa: E402
 
 # Each family's base model and pretraining model(s); the fine-tuning heads
 # (ForSequenceClassification, ...) are in course_lib.models with every other class.
-from course_lib.models import (
+from course_lib.models import (  # noqa: E402
     MODEL_CLASSES,
     AlbertForMaskedLM,
     AlbertForPreTraining,
@@ -62,5 +68,6 @@ __all__ = [
     "count_parameters",
     "from_transformers",
     "to_transformers",
+    "VersionWarning",
 ]
 __version__ = "0.1.0"
