@@ -459,3 +459,38 @@ def test_packed_mask_checker_accepts_a_solution(capsys):
 def test_packed_mask_checker_names_the_mistake(wrong, message):
     with pytest.raises(ExerciseError, match=message):
         check_packed_attention_mask(wrong)
+
+
+def test_check_own_work_names_a_call_to_the_library_and_accepts_own_code():
+    """The hidden test behind graded notebooks: a right answer that calls the library's version
+    (or a checker's reference) fails with the name of what it called; the same answer written
+    by hand passes, and what the learner's code calls only inside given objects is not counted."""
+    import math
+
+    import torch.nn.functional as F
+
+    from course_lib.exercises.bert import (
+        _reference_packed_mask,
+        check_attention,
+        check_packed_attention_mask,
+    )
+    from course_lib.exercises.core import ExerciseError, check_own_work
+
+    def attention(q, k, v, mask=None):
+        probs = (q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1]) + mask).softmax(-1)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask), probs
+
+    with pytest.raises(ExerciseError, match="ready-made implementation.*scaled_dot_product"):
+        check_own_work(attention, check_attention, F.scaled_dot_product_attention)
+
+    def packed_attention_mask(doc_ids):
+        return _reference_packed_mask(doc_ids)
+
+    with pytest.raises(ExerciseError, match="_reference_packed_mask"):
+        check_own_work(packed_attention_mask, check_packed_attention_mask)
+
+    def by_hand(q, k, v, mask=None):
+        probs = (q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1]) + mask).softmax(-1)
+        return probs @ v, probs
+
+    check_own_work(by_hand, check_attention, "course_lib.modules.attention")

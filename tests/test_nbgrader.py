@@ -3,6 +3,9 @@ schema (version 3); `nbgrader generate_assignment` releases exactly the student 
 in the lesson sequence (the same cells, sources and locks; only nbgrader's checksums and our
 `raises-exception` tags differ); `nbgrader autograde` gives a solved submission full marks, the
 untouched stub zero, and grades each exercise on its own even when a student edits a test cell.
+The course directory is the graded version: hidden tests (other inputs, and no call to the
+library's own implementation) catch what the visible checks cannot, a deleted check cell is put
+back at grading, every release runs to its end untouched, and feedback names the mistake.
 The nbgrader tests are skipped, with the reason, where nbgrader is not installed (the `classroom`
 extra installs it)."""
 
@@ -112,13 +115,14 @@ def test_a_bad_master_stops_the_tool_with_one_line(tmp_path, monkeypatch, capsys
 
 
 def test_nbgrader_course_layout_never_overwrites(tmp_path, capsys):
-    """--nbgrader-course copies the masters to source/<chapter>/ and the config next to them;
-    run again it is a no-op, and a file that differs stops it before anything is written."""
+    """--nbgrader-course writes the graded masters to source/<chapter>/ and the config next to
+    them; run again it is a no-op, and a file that differs stops it before anything is written."""
     course = tmp_path / "course"
     assert msn.main(["--nbgrader-course", str(course)]) == 0
     for master in MASTERS:
         copy = course / "source" / master.parent.parent.name / master.name
-        assert copy.read_bytes() == master.read_bytes()
+        graded = msn.graded_master(master, nbformat.read(master, as_version=4))
+        assert copy.read_text(encoding="utf-8") == nbformat.writes(graded) + "\n"
     assert (course / "nbgrader_config.py").read_bytes() == msn.NBGRADER_CONFIG.read_bytes()
     assert msn.main(["--nbgrader-course", str(course)]) == 0
     edited = course / "source" / MASTERS[0].parent.parent.name / MASTERS[0].name
@@ -130,6 +134,33 @@ def test_nbgrader_course_layout_never_overwrites(tmp_path, capsys):
     assert out.count("\n") == 1 and "exists and differs" in out and str(edited) in out
     assert edited.read_text(encoding="utf-8") == "my edits"
     assert not (course / "nbgrader_config.py").exists(), "nothing is written after a refusal"
+
+
+@pytest.mark.parametrize("master", MASTERS, ids=IDS)
+def test_graded_masters_are_classroom_ready(master):
+    """The graded source starts with the install cell, points to no solutions view, names lesson
+    notebooks and repository folders as parts of the public course, tags every check cell
+    `raises-exception`, and keeps the master's answers and hidden tests (nbgrader clears them);
+    every check cell has hidden tests, among them the test that the answer is the learner's own."""
+    nb = nbformat.read(master, as_version=4)
+    graded = msn.graded_master(master, nb)
+    assert graded.cells[0].metadata["nbgrader"]["grade_id"] == msn.INSTALL_ID
+    assert "pip install" in graded.cells[0].source
+    text = "\n".join(
+        c.source for c in graded.cells if msn.INSTRUCTOR_TAG not in c.metadata.get("tags", [])
+    )
+    assert "solutions/" not in text and "instructor/" not in text
+    assert not re.search(r"`(experiments|tests)/[^`]*`(?! \(in the)", text)
+    for mention in msn.LESSON_NOTEBOOKS.finditer(text):
+        assert text[mention.end(1) :].startswith(" of the course's chapter"), mention.group(0)
+    checks = [c for c in graded.cells if msn.is_check_cell(c)]
+    assert checks and all("raises-exception" in c.metadata["tags"] for c in checks)
+    for cell in checks:
+        assert msn.BEGIN_HIDDEN in cell.source and "check_own_work(" in cell.source, cell.source
+    student = msn.student_version(nb)
+    assert not any(
+        msn.BEGIN_HIDDEN in c.source or "check_own_work(" in c.source for c in student.cells
+    )
 
 
 @needs_nbgrader
@@ -183,9 +214,43 @@ def comparable(nb: nbformat.NotebookNode) -> list[tuple]:
     return rows
 
 
+# chapter 01's answers as three students hand them in (see the test below)
+VISIBLE_ONLY_ATTENTION = """def attention(q, k, v, mask=None):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(8)  # the visible check's head_dim only
+    probs = (scores + mask).softmax(dim=-1)
+    return probs @ v, probs"""
+LIBRARY_PARAMETERS = """def bert_parameters(V, H, L, I, P, T):  # noqa: E741
+    from course_lib import BertConfig, count_parameters
+
+    config = BertConfig(vocab_size=V, hidden_size=H, num_hidden_layers=L, intermediate_size=I,
+                        max_position_embeddings=P, type_vocab_size=T, num_attention_heads=1)
+    return count_parameters(config, "BertModel")["total"]"""
+
+
+def test_the_tricky_answers_pass_their_visible_checks(capsys):
+    """The two answers the graded run must catch do pass the checks students see: only the
+    hidden tests tell them apart from a right answer."""
+    import math
+
+    import torch  # noqa: F401 (the answers' namespace)
+
+    from course_lib.exercises.bert import check_attention, check_parameter_formula
+
+    namespace = {"math": math, "torch": torch}
+    exec(VISIBLE_ONLY_ATTENTION, namespace)
+    exec(LIBRARY_PARAMETERS, namespace)
+    check_attention(namespace["attention"])
+    check_parameter_formula(namespace["bert_parameters"])
+    assert capsys.readouterr().out.count("Correct!") == 2
+
+
 @needs_nbgrader
 @pytest.mark.slow
-def test_nbgrader_generates_the_student_copies_and_autogrades(tmp_path):
+def test_nbgrader_generates_the_student_copies_and_autogrades(tmp_path, monkeypatch):
+    """One graded course for the module's slow checks: every release is the lesson-path copy of
+    the graded master (no solutions pointer, no hidden test, an install cell first) and runs to
+    its last cell untouched; chapter 01 is autograded for four students and one gets feedback."""
+    from nbclient import NotebookClient
     from nbgrader.api import Gradebook
 
     course = tmp_path / "course"
@@ -193,13 +258,32 @@ def test_nbgrader_generates_the_student_copies_and_autogrades(tmp_path):
     nbgrader(course, "generate_assignment", "*")
     for master in MASTERS:
         released = course / "release" / master.parent.parent.name / master.name
-        ours = nbformat.read(msn.student_path(master), as_version=4)
+        graded = msn.graded_master(master, nbformat.read(master, as_version=4))
+        ours = msn.student_version(graded)
         theirs = nbformat.read(released, as_version=4)
         assert comparable(theirs) == comparable(ours), master
         assert theirs.metadata == ours.metadata
+        text = released.read_text(encoding="utf-8")
+        for leak in (
+            "solutions/",
+            "instructor",
+            "HIDDEN TESTS",
+            "check_own_work(",
+            "BEGIN SOLUTION",
+        ):
+            assert leak not in text, (master.name, leak)
+        assert theirs.cells[0].metadata["nbgrader"]["grade_id"] == msn.INSTALL_ID
+        checks = [c for c in theirs.cells if msn.is_check_cell(c)]
+        assert all("raises-exception" in c.metadata.get("tags", []) for c in checks)
+        # "Run All" on the untouched release: every check fails, and the run still reaches the end
+        monkeypatch.setenv("COURSE_FAST", "1")
+        NotebookClient(theirs, timeout=300, kernel_name="python3").execute(cwd=str(released.parent))
+        code = [c for c in theirs.cells if c.cell_type == "code"]
+        assert code[-1].execution_count is not None, master
+        assert all(any(o.output_type == "error" for o in c.outputs) for c in checks)
 
-    # three students hand in chapter 01: solved, untouched (nbgrader's release), and the repo's
-    # stub copy with exercise 1 solved and exercise 2's locked test cell replaced by `pass`
+    # four students hand in chapter 01: solved, untouched (nbgrader's release), and two with
+    # mistakes a visible check cannot catch or a test cell edited away (see `tricky` below)
     assignment, master = "01_bert", ROOT / "chapters/01_bert/instructor/07_exercises.ipynb"
     answers = {
         c.metadata["nbgrader"]["grade_id"]: c.source
@@ -217,10 +301,25 @@ def test_nbgrader_generates_the_student_copies_and_autogrades(tmp_path):
             cell.source = answers[grade_id]
         elif grade_id == "ex2_check":
             cell.source = "pass"
+    # tricky: 1 right; 2 passes only the visible check; 3 right with its check cell deleted;
+    # 4 calls the library; 5 right with its check replaced by `pass`; 6 untouched
+    tricky = nbformat.read(release, as_version=4)
+    tricky_answers = answers | {
+        "ex2_answer": VISIBLE_ONLY_ATTENTION,
+        "ex4_answer": LIBRARY_PARAMETERS,
+        "ex6_answer": None,
+    }
+    for cell in tricky.cells:
+        answer = tricky_answers.get(cell.metadata["nbgrader"]["grade_id"])
+        cell.source = answer or cell.source
+        if cell.metadata["nbgrader"]["grade_id"] == "ex5_check":
+            cell.source = "pass"
+    tricky.cells = [c for c in tricky.cells if c.metadata["nbgrader"]["grade_id"] != "ex3_check"]
     submissions = {
         "solved": solved,
         "untouched": nbformat.read(release, as_version=4),
         "partial": partial,
+        "tricky": tricky,
     }
     for student, nb in submissions.items():
         folder = course / "submitted" / student / assignment
@@ -237,3 +336,20 @@ def test_nbgrader_generates_the_student_copies_and_autogrades(tmp_path):
     assert scores["solved"] == {f"ex{i}_check": 1.0 for i in range(1, 7)}
     assert scores["untouched"] == {f"ex{i}_check": 0.0 for i in range(1, 7)}
     assert scores["partial"] == {"ex1_check": 1.0} | {f"ex{i}_check": 0.0 for i in range(2, 7)}
+    assert scores["tricky"] == {
+        "ex1_check": 1.0,
+        "ex2_check": 0.0,  # passes the visible check, fails the hidden one (head_dim 16)
+        "ex3_check": 1.0,  # the deleted check cell is put back and scored
+        "ex4_check": 0.0,  # calls count_parameters
+        "ex5_check": 1.0,
+        "ex6_check": 0.0,
+    }
+
+    nbgrader(course, "generate_feedback", assignment, "--student", "tricky")
+    html = (course / "feedback" / "tricky" / assignment / f"{master.stem}.html").read_text(
+        encoding="utf-8"
+    )
+    assert "head_dim 16" in html  # the hidden test's message names the mistake
+    assert "ready-made implementation" in html and "course_lib.counting" in html
+    assert "was missing from the submission" in html
+    assert "not implemented yet" in html or "NotImplementedError" in html

@@ -21,6 +21,19 @@ lists each answer (markers removed) under its exercise heading.
     python tools/make_student_notebooks.py --check  # exit 1 if a committed copy is out of date
     python tools/make_student_notebooks.py --nbgrader-course DIR
         # an nbgrader course directory: DIR/source/<chapter>/<notebook>.ipynb and DIR/nbgrader_config.py
+
+Hidden tests. A check cell may end with nbgrader's hidden tests (between `### BEGIN HIDDEN TESTS`
+and `### END HIDDEN TESTS`): the same checker on other inputs and edge cases, and
+`check_own_work`, which fails an answer that calls the library's own implementation. nbval runs
+them in the masters; nbgrader strips them from the release and puts them back when it grades;
+the lesson-path copy drops them as nbgrader does (self-learners have the visible checks).
+
+The course directory is the graded version: an nbgrader course exists to grade, so its source
+notebooks are the masters made classroom-ready (`graded_master`): a first cell saying how to
+install the course, no pointer to the solutions view, references to lesson notebooks and
+repository folders that are not in the release named as parts of the public course, and the
+`raises-exception` tag on check cells so "Run All" on the release goes on past an unsolved
+check. The lesson-path copy keeps its self-study pointers.
 """
 
 from __future__ import annotations
@@ -39,6 +52,25 @@ REGION = re.compile(
     r"^([ \t]*)### BEGIN SOLUTION\n.*?^[ \t]*### END SOLUTION[ \t]*\n?", re.S | re.M
 )
 MARKER = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?", re.M)
+BEGIN_HIDDEN, END_HIDDEN = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
+COURSE = "*Encoders from Scratch*"
+INSTALL_ID = "install_course"
+INSTALL_TEXT = f"""## How to install the course
+
+These exercises import `course_lib`, the library of the {COURSE} course. Install it once,
+into the Python this notebook runs with, from a copy of the course (the folder holding its
+`pyproject.toml`):
+
+```bash
+python -m pip install "torch==2.13.0" -e .
+```
+
+Then restart the kernel. Each `check_*` cell tells you what is wrong with your answer; a failing
+check does not stop "Run All". Your work is graded with more tests than the ones you see."""
+# sentences of the lesson-path copy that point to what a graded release does not contain
+SOLUTIONS_POINTER = re.compile(r" *Stuck after a real try\?[^\n]*?solutions/[^\n]*?exercise\.")
+LESSON_NOTEBOOKS = re.compile(r"\b(notebooks? \d\d(?:[–-]\d\d)?)('s)?")
+REPO_PATH = re.compile(r"`(?:experiments|tests|benchmarks|tools)/[^`]*`")
 INSTRUCTOR_TAG = "instructor"
 NBGRADER_CONFIG = ROOT / "tools" / "nbgrader_config.py"
 CHECK_CALL = re.compile(r"^check_\w+\(", re.M)
@@ -99,6 +131,24 @@ def is_check_cell(cell: nbformat.NotebookNode) -> bool:
     )
 
 
+def strip_hidden_tests(source: str) -> str:
+    """`source` without its hidden-test regions, markers included, line for line as nbgrader's
+    ClearHiddenTests removes them from the release."""
+    lines, inside = [], False
+    for line in source.split("\n"):
+        if BEGIN_HIDDEN in line:
+            if inside:
+                raise MasterError(f"a {BEGIN_HIDDEN} inside another hidden-test region")
+            inside = True
+        elif END_HIDDEN in line:
+            inside = False
+        elif not inside:
+            lines.append(line)
+    if inside:
+        raise MasterError(f"a {BEGIN_HIDDEN} without its {END_HIDDEN}")
+    return "\n".join(lines)
+
+
 def strip_markers(source: str) -> str:
     """The answer without its ### BEGIN/END SOLUTION lines (for the solutions view)."""
     return MARKER.sub("", source)
@@ -123,7 +173,12 @@ def student_version(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
                     f"cell {cell.get('id', '?')}: a solution region in a cell not marked as a "
                     "solution; set its metadata nbgrader.solution to true (nbgrader requires it)"
                 )
-            cell.source = stubbed
+            if BEGIN_HIDDEN in stubbed and not meta.get("grade"):
+                raise MasterError(
+                    f"cell {cell.get('id', '?')}: hidden tests in a cell that is not graded; "
+                    "put them in the exercise's check cell (nbgrader restores them only there)"
+                )
+            cell.source = strip_hidden_tests(stubbed)
             cell.outputs = []
             cell.execution_count = None
             cell.pop("attachments", None)
@@ -141,6 +196,36 @@ def student_version(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
             cell.metadata["editable"] = False
         cell.metadata.pop("execution", None)
     nb.metadata.pop("widgets", None)
+    return nb
+
+
+def graded_master(master: Path, nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """The master as a graded course's source notebook: an install cell first, no pointer to the
+    solutions view, lesson notebooks and repository folders named as parts of the public course
+    (the release holds neither), and `raises-exception` on every check cell."""
+    nb = nbformat.from_dict(nb)
+    chapter = master.parent.parent.name
+    where = f"of the course's chapter {chapter[:2]}"
+    for cell in nb.cells:
+        if cell.cell_type == "markdown" and INSTRUCTOR_TAG not in cell.metadata.get("tags", []):
+            text = SOLUTIONS_POINTER.sub("", cell.source)
+            text = LESSON_NOTEBOOKS.sub(lambda m: f"{m.group(1)} {where}{m.group(2) or ''}", text)
+            text = REPO_PATH.sub(lambda m: f"{m.group(0)} (in the {COURSE} course)", text)
+            cell.source = text.rstrip() if text != cell.source else text
+        elif is_check_cell(cell):
+            tags = cell.metadata.setdefault("tags", [])
+            if "raises-exception" not in tags:
+                tags.append("raises-exception")
+    install = nbformat.v4.new_markdown_cell(INSTALL_TEXT, id=INSTALL_ID)  # same id every run
+    install.metadata["nbgrader"] = {
+        "grade": False,
+        "grade_id": INSTALL_ID,
+        "locked": True,
+        "schema_version": 3,
+        "solution": False,
+        "task": False,
+    }
+    nb.cells.insert(0, install)
     return nb
 
 
@@ -172,21 +257,26 @@ def outputs_for(path: Path) -> dict[Path, str]:
 
 
 def nbgrader_course(directory: Path) -> int:
-    """Lay out an nbgrader course directory: one assignment per chapter (source/<chapter>/ holds its
-    masters) and the course's nbgrader_config.py. Never overwrites: a differing file stops it."""
-    plan = {directory / "nbgrader_config.py": NBGRADER_CONFIG}
+    """Lay out a graded nbgrader course directory: one assignment per chapter (source/<chapter>/
+    holds its masters, made classroom-ready by `graded_master`) and the course's
+    nbgrader_config.py. Never overwrites: a differing file stops it."""
+    plan: dict[Path, tuple[Path, bytes]] = {
+        directory / "nbgrader_config.py": (NBGRADER_CONFIG, NBGRADER_CONFIG.read_bytes())
+    }
     for master in master_notebooks():
-        plan[directory / "source" / master.parent.parent.name / master.name] = master
-    for target, origin in plan.items():
-        if target.exists() and target.read_bytes() != origin.read_bytes():
+        graded = graded_master(master, nbformat.read(master, as_version=4))
+        text = (nbformat.writes(graded) + "\n").encode("utf-8")
+        plan[directory / "source" / master.parent.parent.name / master.name] = (master, text)
+    for target, (origin, data) in plan.items():
+        if target.exists() and target.read_bytes() != data:
             print(
                 f"{target} exists and differs from {origin.relative_to(ROOT)}; "
                 "move it away or choose another directory (nothing was written)"
             )
             return 1
-    for target, origin in plan.items():
+    for target, (_, data) in plan.items():
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(origin.read_bytes())
+        target.write_bytes(data)
     chapters = sorted({m.parent.parent.name for m in master_notebooks()})
     print(f"nbgrader course in {directory}: assignments {', '.join(chapters)}")
     print(f"next: cd {directory} && nbgrader generate_assignment {chapters[0]}")
@@ -204,7 +294,8 @@ def main(argv: list[str] | None = None) -> int:
         "--nbgrader-course",
         type=Path,
         metavar="DIR",
-        help="lay out an nbgrader course directory in DIR (one assignment per chapter)",
+        help="lay out a graded nbgrader course directory in DIR (one assignment per chapter; "
+        "hidden tests, no pointer to the solutions, an install cell first)",
     )
     args = parser.parse_args(argv)
     if args.nbgrader_course is not None:

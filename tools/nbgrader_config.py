@@ -1,9 +1,15 @@
 """nbgrader configuration for the course's exercises (copied into a course directory by
 `python tools/make_student_notebooks.py --nbgrader-course DIR`).
 
-Each chapter is an assignment; its source notebooks are the instructor masters. The one thing the
-defaults lack: the masters' instructor-only cells (tag `instructor`) are dropped from the released
-version, as tools/make_student_notebooks.py drops them from the student copies in the repository.
+Each chapter is an assignment; its source notebooks are the instructor masters, made
+classroom-ready by the tool (an install cell, hidden tests, `raises-exception` on check cells).
+What the defaults lack:
+
+- the masters' instructor-only cells (tag `instructor`) are dropped from the released version, as
+  tools/make_student_notebooks.py drops them from the student copies in the repository;
+- a check cell a student deleted is put back at grading (with its hidden tests and a comment
+  saying it was missing) and scored like any other, instead of leaving the exercise without a
+  score and the notebook waiting for manual grading.
 """
 
 from nbconvert.preprocessors import TagRemovePreprocessor
@@ -18,5 +24,6 @@ c.GenerateAssignment.preprocessors = [
 ]
 c.TagRemovePreprocessor.enabled = True
 c.TagRemovePreprocessor.remove_cell_tags = {"instructor"}
+c.OverwriteCells.add_missing_cells = True
 # Checks run a few small models on CPU; leave room on a slow machine.
 c.Execute.timeout = 300

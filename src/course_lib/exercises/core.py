@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import importlib
+import io
+import sys
 import traceback
-from collections.abc import Callable
+import types
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -123,3 +129,116 @@ def expect_keep_mask(got: Any, batch: int, length: int) -> None:
 
 def passed(message: str) -> None:
     print(f"Correct! {message}")
+
+
+# ----- graded use: the answer must be the learner's own work -------------------------------------
+
+_SITE = ("site-packages", "/lib/python", "<frozen")
+_EXERCISES = Path(__file__).resolve().parent
+
+
+def _is_learner_code(code: Any) -> bool:
+    """Code the learner wrote (a notebook cell), not the library, an installed package or Python."""
+    name = code.co_filename
+    return not (name.startswith(str(_LIBRARY)) or any(part in name for part in _SITE))
+
+
+def _resolve(spec: Any) -> list[Any]:
+    """The objects `spec` names: itself, or 'module' / 'module:attr.attr' imported by name."""
+    if not isinstance(spec, str):
+        return [spec]
+    module_name, _, attrs = spec.partition(":")
+    obj: Any = importlib.import_module(module_name)
+    for attr in filter(None, attrs.split(".")):
+        obj = getattr(obj, attr)
+    return [obj]
+
+
+def _forbidden_codes(specs: Sequence[Any]) -> tuple[dict[Any, str], dict[str, str], dict[int, str]]:
+    """What calling counts as using the library's implementation, by kind: Python code objects
+    (functions, the methods of classes), whole module files, and C functions (by id)."""
+    codes: dict[Any, str] = {}
+    files: dict[str, str] = {}
+    builtins: dict[int, str] = {}
+    for spec in specs:
+        for obj in _resolve(spec):
+            label = f"{getattr(obj, '__module__', '') or ''}.{getattr(obj, '__qualname__', '')}"
+            if isinstance(obj, types.ModuleType):
+                files[obj.__file__] = files[str(Path(obj.__file__).resolve())] = obj.__name__
+            elif isinstance(obj, type):
+                for member in vars(obj).values():
+                    fn = getattr(member, "__func__", member)
+                    if isinstance(fn, types.FunctionType):
+                        codes[fn.__code__] = label
+            elif isinstance(getattr(obj, "__func__", obj), types.FunctionType):
+                codes[getattr(obj, "__func__", obj).__code__] = label
+            else:
+                builtins[id(obj)] = label.strip(".") or repr(obj)
+    # the checkers' own module-level functions (their references among them) are never allowed
+    for module in list(sys.modules.values()):
+        if getattr(module, "__name__", "").startswith("course_lib.exercises."):
+            for name, fn in vars(module).items():
+                if isinstance(fn, types.FunctionType) and fn.__module__ == module.__name__:
+                    codes.setdefault(fn.__code__, f"{module.__name__}.{name}")
+    return codes, files, builtins
+
+
+def library_calls(fn: Callable[..., Any], specs: Sequence[Any]) -> tuple[Callable, list[str]]:
+    """`fn` wrapped so that, while it runs, every call its own code (a notebook cell, not the
+    library) makes into one of `specs` is recorded by name in the returned list.
+
+    `specs` are functions, classes (any of their methods), modules (anything defined in them),
+    C functions such as `torch.nn.functional.scaled_dot_product_attention`, or such objects
+    named as 'module' or 'module:attr'. The module-level functions of the checkers themselves
+    (whose references are answers) are always included. Only direct calls from the learner's
+    code count: the library may use these internally in what the exercise hands in (a model, a
+    score function)."""
+    codes, files, builtins = _forbidden_codes(specs)
+    found: list[str] = []
+
+    def profile(frame: types.FrameType, event: str, arg: Any) -> None:
+        if event == "call":
+            caller = frame.f_back
+            if caller is None or not _is_learner_code(caller.f_code):
+                return
+            code = frame.f_code
+            hit = codes.get(code) or files.get(code.co_filename)
+            if hit and hit not in found:
+                found.append(hit)
+        elif event == "c_call" and _is_learner_code(frame.f_code):
+            hit = builtins.get(id(arg))
+            if hit and hit not in found:
+                found.append(hit)
+
+    @functools.wraps(fn)
+    def watched(*args: Any, **kwargs: Any) -> Any:
+        previous = sys.getprofile()
+        sys.setprofile(profile)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            sys.setprofile(previous)
+
+    return watched, found
+
+
+def check_own_work(fn: Callable[..., Any], checker: Callable[..., Any], *forbidden: Any) -> None:
+    """Run `checker(fn)` again while watching `fn`: if the answer calls the library's own
+    implementation of what the exercise asks for (any of `forbidden`, or a checker's reference),
+    it fails with the name of what it called, whatever the checker says.
+
+    The checkers' visible checks cannot tell a hand-written answer from a call to
+    `course_lib`'s version; graded notebooks run this as a hidden test."""
+    watched, found = library_calls(fn, forbidden)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            checker(watched)
+    except ExerciseError:
+        if not found:
+            raise
+    if found:
+        name = getattr(fn, "__name__", "your function")
+        raise ExerciseError(
+            f"`{name}` calls a ready-made implementation of what it should compute "
+            f"({', '.join(found)}): write it yourself, as the exercise asks."
+        )
