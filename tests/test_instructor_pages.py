@@ -142,7 +142,7 @@ def test_the_book_never_publishes_the_instructor_pages():
 
 @needs_nbgrader
 # nbgrader 0.9's own Gradebook.add_submission under SQLAlchemy 2 (its autoflush), not ours.
-@pytest.mark.filterwarnings("ignore:Object of type <SubmittedAssignment> not in session")
+@pytest.mark.filterwarnings("ignore:Object of type <Submitted.* not in session")
 def test_gradebook_table_one_row_per_student_one_column_per_graded_cell(tmp_path):
     """A gradebook built with nbgrader's API (no autograde run): two graded cells, three
     students, one of them without a submission and one with a manual grade that overrides."""
