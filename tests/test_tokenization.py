@@ -246,12 +246,14 @@ def test_bad_training_inputs_say_what_to_do():
         train_tokenizer("bert", TEXTS, vocab_size=5)
     with pytest.raises(ValueError, match="byte-level BPE.*>= 261"):
         train_tokenizer("bpe", TEXTS, vocab_size=100)
+    # The alphabet is capped (tests/test_tokenizer_alphabet.py): 20 entries train; uncapped, not.
+    assert train_tokenizer("wordpiece", TEXTS[:2], vocab_size=20).vocab_size <= 20
     with pytest.raises(ValueError, match=r"too small.*use vocab_size >= \d+"):
-        train_tokenizer("wordpiece", TEXTS[:2], vocab_size=20)
+        train_tokenizer("wordpiece", TEXTS[:2], vocab_size=20, limit_alphabet=None)
     with pytest.raises(ValueError, match="empty or all blank"):
         train_tokenizer("unigram", ["", "  "], vocab_size=100)
     with pytest.raises(ValueError, match="Unigram training failed.*larger"):
-        train_tokenizer("unigram", TEXTS[:2], vocab_size=8)
+        train_tokenizer("unigram", TEXTS[:2], vocab_size=8, limit_alphabet=None)
 
 
 def test_to_transformers_gives_the_same_ids(toks):

@@ -113,6 +113,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help=f"0 to {MAX_SEED} (default 0; with --resume: the run's)",
     )
+    p.add_argument(
+        "--vocab-size",
+        type=int,
+        default=None,
+        help="tokenizer entries (default: the recipe's, 8000); the alphabet is capped to leave "
+        "room for words, its rarest characters become the unknown token (with --resume: the run's)",
+    )
     p.add_argument("--batch-size", type=int, default=None, help="per process (default: recipe's)")
     p.add_argument("--lr", type=float, default=None, help="peak learning rate (default: recipe's)")
     p.add_argument(
@@ -505,6 +512,9 @@ def _locked_pretrain(
     with _usage_errors():
         recipe = get_recipe(preset, args.family)
         recipe.model_config(family, vocab_size=1000, pad_token_id=0)  # sizes valid for the family?
+    vocab_size = _resumed_vocab_size(args.vocab_size, state, resume_dir)
+    if vocab_size is not None:
+        recipe = recipe.replace(vocab_size=vocab_size)
     if args.preset is None and resume_dir is None and preset != TINY.name:
         _print(
             f"a CUDA GPU was found: training the {preset} recipe ({recipe.description}); "
@@ -540,6 +550,25 @@ def _check_pretrain_flags(args: argparse.Namespace, families: dict[str, Any]) ->
     _at_least_zero(args.samples, "--samples")
     if args.seed is not None and not 0 <= args.seed <= MAX_SEED:
         raise UsageError(f"--seed must be in [0, {MAX_SEED}], got {args.seed}")
+    _check_vocab_size(args.vocab_size, families[args.family])
+
+
+def _check_vocab_size(vocab_size: int | None, family: Any) -> None:
+    """--vocab-size, at least what the family's tokenizer needs (its specials, and for byte-level
+    BPE the 256 byte symbols)."""
+    from course_lib.tokenization import SPECIALS
+    from course_lib.tokenization.train import min_vocab_size
+
+    if vocab_size is None:
+        return
+    least, n_special = min_vocab_size(family.tokenizer), len(SPECIALS[family.tokenizer].order)
+    if vocab_size < least:
+        more = "256 byte symbols" if least - n_special > 1 else "1 entry"
+        why = f"{n_special} special tokens + {more}"
+        raise UsageError(
+            f"--vocab-size {vocab_size} is too small for {family.name}'s {family.tokenizer} "
+            f"tokenizer ({why}); use --vocab-size >= {least}, thousands for real text"
+        )
 
 
 def _saved_run(state: dict[str, Any]) -> dict[str, Any]:
@@ -558,6 +587,21 @@ def _resumed_preset(preset: str | None, state: dict[str, Any], resume_dir: Path)
             f"resume with that preset (or leave --preset out)"
         )
     return preset or saved
+
+
+def _resumed_vocab_size(
+    vocab_size: int | None, state: dict[str, Any], resume_dir: Path | None
+) -> int | None:
+    """--vocab-size, else (resuming) the run's own; resuming with another is refused, since the
+    checkpoint's tokenizer and embeddings fix the vocabulary."""
+    saved = _saved_run(state).get("vocab_size") if resume_dir is not None else None
+    saved = saved if isinstance(saved, int) and not isinstance(saved, bool) else None
+    if vocab_size is not None and saved is not None and vocab_size != saved:
+        raise UsageError(
+            f"checkpoint {str(resume_dir)!r} was trained with --vocab-size {saved}; resume with "
+            "the same value (or leave --vocab-size out)"
+        )
+    return vocab_size if vocab_size is not None else saved
 
 
 def _set_threads(threads: int | None) -> None:
@@ -658,9 +702,13 @@ def _prepare_run(plan: _Plan, corpus: Any, main: bool) -> Any:
             f"{corpus.name}",
             main=main,
         )
+
+    def log(line: str) -> None:
+        _print(f"  tokenizer: {line}", main=main)
+
     with _usage_errors():  # e.g. a family without a sentence head and objective mlm+nsp
         run = prepare_run(
-            plan.recipe, plan.family.name, plan.objective, corpus, plan.args.seed, tokenizer
+            plan.recipe, plan.family.name, plan.objective, corpus, plan.args.seed, tokenizer, log
         )
     if not run.held_out:
         raise UsageError(
@@ -711,6 +759,7 @@ def _trainer(plan: _Plan, run: Any, training: Any, world_size: int) -> Any:
         "corpus": _corpus_path(plan.corpus_spec),
         "max_length": plan.recipe.max_length,
         "masking": plan.recipe.masking,
+        "vocab_size": plan.recipe.vocab_size,
     }
     with _usage_errors():
         trainer = Trainer(

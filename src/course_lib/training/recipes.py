@@ -9,6 +9,7 @@ million times smaller than BERT-base's (6·N·D: 6.9e13 vs 8.4e19 FLOPs), so alm
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -349,11 +350,13 @@ def prepare_run(
     corpus: Any | None = None,
     seed: int = 0,
     tokenizer: Any | None = None,
+    log: Callable[[str], None] | None = None,
 ) -> PreparedRun:
     """Corpus -> tokenizer -> examples -> model, exactly as `course pretrain` does it.
 
     `objective` defaults to the recipe's (ELECTRA's: "rtd"). `corpus` defaults to the built-in one; pass `tokenizer` to reuse a trained one (resuming
-    needs the checkpoint's own tokenizer, since retraining could change the ids).
+    needs the checkpoint's own tokenizer, since retraining could change the ids). `log` receives
+    the tokenizer trainer's lines (a sampled corpus, a capped alphabet).
     """
     import torch
 
@@ -368,7 +371,11 @@ def prepare_run(
     objective = objective or recipe.training.get("objective", "mlm")
     corpus = corpus if corpus is not None else load_builtin_corpus()
     if tokenizer is None:
-        tokenizer = train_tokenizer(fam.tokenizer, corpus.texts("train"), recipe.vocab_size)
+        # The sample of a large corpus is drawn with seed 0, not the run's: the tokenizer depends
+        # on the corpus alone, so runs with other seeds share it (and its encoded corpus).
+        tokenizer = train_tokenizer(
+            fam.tokenizer, corpus.texts("train"), recipe.vocab_size, log=log
+        )
     train = build_pretraining_dataset(corpus.train, tokenizer, objective, recipe.max_length, seed)
     held_out = build_pretraining_dataset(
         corpus.validation, tokenizer, objective, recipe.max_length, seed
