@@ -321,3 +321,24 @@ def test_emd_checker_accepts_the_decoder(capsys):
 def test_emd_checker_names_the_mistake(wrong, message):
     with pytest.raises(ExerciseError, match=message):
         check_enhanced_mask_decoder(wrong)
+
+
+def test_emd_checker_runs_other_cases():
+    """Hidden tests pass other (layers, steps, tokens): one layer (H is the embeddings' output),
+    a single token, and a length other than 11, which a table sliced to 11 rows gets wrong."""
+    check_enhanced_mask_decoder(emd(), cases=((1, 1, 1), (2, 4, 5)))
+
+    def eleven_rows(last_layer, hidden_states, position_table, n_steps):
+        h = hidden_states[-2]
+        query = h + position_table[:11]  # the visible cases' length, not h.shape[1]
+        for _ in range(n_steps):
+            query = last_layer(h, query_states=query)
+        return query
+
+    check_enhanced_mask_decoder(eleven_rows)
+    with pytest.raises(ExerciseError, match="size of tensor a"):
+        check_enhanced_mask_decoder(eleven_rows, cases=((2, 4, 5),))
+    with pytest.raises(
+        ExerciseError, match=r"\(2 layers, steps = 4, 5 tokens\) you ran the layer 2"
+    ):
+        check_enhanced_mask_decoder(emd(steps=2), cases=((2, 4, 5),))

@@ -431,7 +431,7 @@ _EMD_CASES = ((3, 2), (2, 3), (4, 1))  # (encoder layers, EMD steps): depth and 
 class _EmdCase:
     """A small DebertaForMaskedLM with EMD, a padded batch, and the pieces the learner receives."""
 
-    def __init__(self, layers: int, steps: int, seed: int) -> None:
+    def __init__(self, layers: int, steps: int, seed: int, seq: int = 11) -> None:
         from course_lib.config import DebertaConfig
         from course_lib.models.deberta import DebertaForMaskedLM
 
@@ -446,9 +446,10 @@ class _EmdCase:
         embeddings, encoder = self.model.backbone.embeddings, self.model.backbone.encoder
         with torch.no_grad():  # a spread table (like a trained one) so that positions matter
             embeddings.position_embeddings.weight.normal_(0, 1)
-        self.input_ids = torch.randint(5, 120, (3, 11))
+        self.input_ids = torch.randint(5, 120, (3, seq))
         self.attention_mask = torch.ones_like(self.input_ids)
-        self.attention_mask[1, 8:] = 0  # one padded row: the bound mask must be respected
+        # one padded row (from token 8 of 11): the bound mask must be respected
+        self.attention_mask[1, max(1, 3 * seq // 4) :] = 0
         with torch.no_grad():
             out = self.model(self.input_ids, self.attention_mask, output_hidden_states=True)
             self.want = self.model.enhanced_mask_decoder(
@@ -551,14 +552,17 @@ def _emd_diagnosis(case: _EmdCase, got: Tensor) -> str:
     )
 
 
-def check_enhanced_mask_decoder(enhanced_mask_decoder: Callable) -> None:
+def check_enhanced_mask_decoder(
+    enhanced_mask_decoder: Callable, cases: tuple[tuple[int, ...], ...] = _EMD_CASES
+) -> None:
     """`enhanced_mask_decoder(last_layer, hidden_states, position_table, steps)` -> the states
     DeBERTa's MLM head reads (He et al. 2021, sec. 3.2, as in Microsoft's code): H =
     hidden_states[-2], first queries H + P, `steps` passes of the last layer over keys/values H.
-    Run on models of several depths and step counts, a padded batch included."""
+    Run on models of several depths and step counts, a padded batch included; `cases` are
+    (encoder layers, steps) or (encoder layers, steps, tokens per row, 11 by default)."""
     worst = 0.0
-    for seed, (layers, steps) in enumerate(_EMD_CASES):
-        case = _EmdCase(layers, steps, seed)
+    for seed, (layers, steps, *seq) in enumerate(cases):
+        case = _EmdCase(layers, steps, seed, *seq)
         hidden_states = tuple(h.clone() for h in case.hidden_states)
         table = case.table.clone()
         got = expect_tensor(
@@ -578,11 +582,12 @@ def check_enhanced_mask_decoder(enhanced_mask_decoder: Callable) -> None:
             )
         expect(torch.equal(table, case.table), "your function changed the position table.")
         if not torch.allclose(got, case.want, atol=1e-5):
-            raise ExerciseError(f"({layers} layers, steps = {steps}) {_emd_diagnosis(case, got)}")
+            where = f"{layers} layers, steps = {steps}" + (f", {seq[0]} tokens" if seq else "")
+            raise ExerciseError(f"({where}) {_emd_diagnosis(case, got)}")
         with torch.no_grad():
             logits = case.model.mlm_head(got)
         worst = max(worst, (logits - case.logits).abs().max().item())
     passed(
         f"your decoder feeds the MLM head exactly what DebertaForMaskedLM's does (largest logit "
-        f"difference {worst:.1e}) for {len(_EMD_CASES)} depths and step counts, padding included."
+        f"difference {worst:.1e}) for {len(cases)} depths and step counts, padding included."
     )
