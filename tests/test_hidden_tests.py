@@ -174,3 +174,11 @@ def test_every_hidden_block_tests_other_inputs(chapter):
             line for line in hidden.splitlines() if line.strip() and "check_own_work(" not in line
         ]
         assert len(rest) >= 2, f"{chapter} {grade_id}: the hidden block has no other-input test"
+
+
+def test_a_check_cell_may_import_in_its_hidden_tests():
+    """Hidden tests import what they compare with; the cell is still a check cell (an import in
+    the visible part marks the setup cell, which names the checkers without calling them)."""
+    hidden = f"check_x(f)\n{msn.BEGIN_HIDDEN}\nfrom m import ref\nassert f(1) == ref(1)\n{msn.END_HIDDEN}"
+    assert msn.is_check_cell(nbformat.v4.new_code_cell(hidden))
+    assert not msn.is_check_cell(nbformat.v4.new_code_cell("from m import check_x\ncheck_x(f)"))

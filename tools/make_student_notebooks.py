@@ -123,12 +123,10 @@ def nbgrader_meta(cell: nbformat.NotebookNode) -> dict:
 
 
 def is_check_cell(cell: nbformat.NotebookNode) -> bool:
-    """A cell that calls a checker (the import cell names them too, without calling)."""
-    return (
-        cell.cell_type == "code"
-        and bool(CHECK_CALL.search(cell.source))
-        and "import" not in cell.source
-    )
+    """A cell that calls a checker (the import cell names them too, without calling); its hidden
+    tests, which may import what they compare with, do not count."""
+    visible = cell.source.split(BEGIN_HIDDEN)[0]
+    return cell.cell_type == "code" and bool(CHECK_CALL.search(visible)) and "import" not in visible
 
 
 def strip_hidden_tests(source: str) -> str:
