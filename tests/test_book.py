@@ -42,6 +42,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 import book  # noqa: E402
+from browser_helpers import offline_chromium  # noqa: E402
 from readme_commands import quick_start_commands  # noqa: E402
 
 pytestmark = pytest.mark.timeout(600)
@@ -338,9 +339,7 @@ def server(site) -> Iterator[str]:
 @pytest.fixture(scope="module")
 def browser(server, tmp_path_factory) -> Iterator[Any]:
     try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.options import Options
-        from selenium.webdriver.chrome.service import Service
+        import selenium  # noqa: F401
     except ImportError:
         pytest.skip("Selenium is not installed: `pip install -e '.[dev]'` installs it")
     chromium = find_binary(
@@ -352,28 +351,7 @@ def browser(server, tmp_path_factory) -> Iterator[Any]:
             "no Chromium or chromedriver found: `apt-get install -y chromium chromium-driver` "
             "(Debian/Ubuntu) or set CHROMIUM and CHROMEDRIVER to matching binaries"
         )
-    folder = tmp_path_factory.mktemp("chromium")
-    options = Options()
-    options.binary_location = chromium
-    for argument in (
-        "--headless",
-        "--no-sandbox",  # needed as root (containers, CI)
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-proxy-server",
-        "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",  # offline but for the site
-        f"--user-data-dir={folder / 'profile'}",
-        "--window-size=1400,1000",
-    ):
-        options.add_argument(argument)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    service = Service(executable_path=chromedriver, log_output=str(folder / "driver.log"))
-    driver = webdriver.Chrome(service=service, options=options)
+    driver = offline_chromium(chromium, chromedriver, tmp_path_factory.mktemp("chromium"))
     try:
         driver.set_page_load_timeout(PAGE_S)
         driver.set_script_timeout(PAGE_S)

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from browser_helpers import offline_chromium
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
@@ -290,32 +291,9 @@ def lab(tools: Tools, tmp_path_factory) -> Iterator[Lab]:
 
 @pytest.fixture(scope="module")
 def browser(tools: Tools, lab: Lab, tmp_path_factory) -> Iterator[Any]:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
-
-    folder = tmp_path_factory.mktemp("chromium")
-    options = Options()
-    options.binary_location = tools.chromium
-    for argument in (
-        "--headless",
-        "--no-sandbox",  # needed as root (containers, CI)
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-proxy-server",
-        "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",  # offline but for the server
-        f"--user-data-dir={folder / 'profile'}",
-        "--window-size=1400,1000",
-    ):
-        options.add_argument(argument)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    service = Service(executable_path=tools.chromedriver, log_output=str(folder / "driver.log"))
-    driver = webdriver.Chrome(service=service, options=options)
+    driver = offline_chromium(
+        tools.chromium, tools.chromedriver, tmp_path_factory.mktemp("chromium")
+    )
     try:
         driver.set_page_load_timeout(PAGE_S)
         driver.set_script_timeout(WIDGET_S)
