@@ -1,4 +1,8 @@
-"""course_lib: the encoder-only family (BERT, RoBERTa, ALBERT, DeBERTa, DistilBERT) from parts.
+"""course_lib: the encoder-only family (BERT, RoBERTa, ALBERT, DeBERTa, DistilBERT, ELECTRA,
+ModernBERT) from parts; README.md next to this file maps which file holds which idea.
+
+The first five families' configs and models are importable from here; ELECTRA's and ModernBERT's
+from course_lib.config and course_lib.models, like every family's task heads.
 
 >>> from course_lib import BertConfig, BertForMaskedLM, count_parameters
 >>> config = BertConfig.from_preset("bert-base")

@@ -33,12 +33,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
+# Shared with course_lib.training.export_cli, which imports them from there (not from here, which
+# imports it): re-exported so `from course_lib.training.cli import UsageError` keeps working.
+from course_lib.training.cli_common import UsageError, checkpoint_state
+
 CHECKPOINT_NAME = "checkpoint"
 MAX_SEED = 2**32 - 1
-
-
-class UsageError(Exception):
-    """A mistake in the command line: reported as one line, exit code 2."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -255,75 +255,6 @@ def _load_corpus(spec: str, saved: bool = False) -> Any:
         ) from err
     except (ValueError, OSError) as err:
         raise UsageError(f"cannot read corpus {spec!r}: {str(err).rstrip('.')}") from err
-
-
-def checkpoint_state(path: str | Path, family: str | None, resume: bool = False) -> dict[str, Any]:
-    """The JSON state of a checkpoint, checked to exist and (optionally) to be of `family`;
-    with `resume`, also to hold what resuming needs."""
-    from course_lib.training.checkpoint import CheckpointError, read_state
-    from course_lib.training.recipes import FAMILIES
-
-    path = Path(path)
-    try:
-        state = read_state(path)
-    except (FileNotFoundError, CheckpointError) as err:
-        if not path.exists() and "rename" not in str(err):  # not a recoverable interrupted save
-            hint = "; run without --resume to start a new run" if resume else ""
-            raise UsageError(f"checkpoint {str(path)!r} does not exist{hint}") from err
-        raise UsageError(str(err).rstrip(".")) from err
-    config = state.get("config")
-    if not isinstance(config, dict):
-        raise UsageError(
-            f"{path / 'trainer_state.json'} has no model config, so the model cannot be rebuilt; "
-            "use a complete checkpoint written by course pretrain"
-        )
-    model_type = config.get("model_type")
-    if family is not None:
-        expected = FAMILIES[family].config_cls().model_type
-        if model_type != expected:
-            raise UsageError(
-                f"checkpoint {str(path)!r} holds a {model_type} model, not {family}; "
-                f"use --family {model_type} or another checkpoint"
-            )
-    if not (path / "tokenizer.json").is_file():
-        raise UsageError(
-            f"checkpoint {str(path)!r} has no tokenizer.json; it was not written by course pretrain"
-        )
-    if resume:
-        needed = {"training_config": dict, "step": int, "elapsed_s": (int, float), "data": dict}
-        needed.update(history=list, optimizer=dict)
-        for key, kind in needed.items():
-            value = state.get(key)
-            if not isinstance(value, kind) or isinstance(value, bool):
-                what = "no" if value is None else "a damaged"
-                raise UsageError(
-                    f"{path / 'trainer_state.json'} has {what} {key}, so the run cannot be "
-                    "resumed (it was saved for inference or is damaged); start a new run with "
-                    "another --output-dir, or use the checkpoint with fill-mask/evaluate"
-                )
-        run = state.get("run", {})
-        if not isinstance(run, dict) or not isinstance(run.get("corpus", ""), str):
-            raise UsageError(
-                f"{path / 'trainer_state.json'} holds a damaged run entry (which corpus and "
-                "recipe), so the run cannot be resumed; start a new run with another --output-dir"
-            )
-        for key in ("step", "elapsed_s"):
-            if not (math.isfinite(state[key]) and state[key] >= 0):
-                raise UsageError(
-                    f"{path / 'trainer_state.json'} holds {key}={state[key]}, so the run cannot "
-                    "be resumed (it is damaged); start a new run with another --output-dir"
-                )
-        try:
-            from course_lib.training.engine import TrainingConfig
-
-            TrainingConfig(**state["training_config"])
-        except (TypeError, ValueError) as err:
-            raise UsageError(
-                f"{path / 'trainer_state.json'} holds an invalid training_config "
-                f"({str(err).rstrip('.')}), so the run cannot be resumed; start a new run with "
-                "another --output-dir"
-            ) from err
-    return state
 
 
 def _check_output_folder(output_dir: Path) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from course_lib.training.cli import UsageError
+from course_lib.training.cli_common import UsageError, checkpoint_state
 
 
 def add_parsers(sub: Any) -> None:
@@ -39,7 +39,6 @@ def add_parsers(sub: Any) -> None:
 def cmd_export(args: argparse.Namespace) -> int:
     from course_lib.interop.export import export_checkpoint
     from course_lib.training.checkpoint import WriteFailed
-    from course_lib.training.cli import checkpoint_state
 
     checkpoint_state(args.checkpoint, None)  # exists, is a checkpoint, has its tokenizer
     try:
