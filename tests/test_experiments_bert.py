@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from course_lib.stats import MIN_SEEDS
+
 EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments" / "01_bert"
 sys.path.insert(0, str(EXPERIMENTS))
 
@@ -43,7 +45,12 @@ def check_payload(payload: dict) -> None:
             assert s["separated"] == (min(arm["pretrained"]) > max(arm["random"]))
             gaps = [p - r for p, r in zip(arm["pretrained"], arm["random"])]  # same seed order
             assert s["gap_mean"] == pytest.approx(statistics.fmean(gaps))
-            assert s["verdict"].startswith("beyond noise" if s["beyond_noise"] else "within noise")
+            if len(gaps) < MIN_SEEDS:  # a fast run's 2 seeds: too few for the rule
+                assert s["verdict"].startswith(f"not judged: {len(gaps)} seeds")
+            else:
+                assert s["verdict"].startswith(
+                    "beyond noise" if s["beyond_noise"] else "within noise"
+                )
 
 
 @pytest.mark.slow

@@ -14,6 +14,7 @@ from torch import nn
 
 from course_lib import labs
 from course_lib.labs import core
+from course_lib.stats import RULE_NAME
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = {
@@ -121,8 +122,9 @@ def test_every_registered_lab_names_its_paper_and_why():
     ("a", "b", "sign", "shows"),
     [
         ([1.0, 1.1, 1.2, 1.0, 1.1], [0.0, 0.1, 0.0, 0.2, 0.1], "+", True),
-        ([1.0, 1.1, 1.2, 1.0], [0.0, 0.1, 0.0, 0.2], "+", False),  # 4 seeds: too few
-        ([1.0, 0.2, 1.2, 0.0, -0.3], [0.0] * 5, "+", False),  # t = 1.5 < 3
+        ([1.0, 1.1, 1.2, 1.0], [0.0, 0.1, 0.0, 0.2], "+", True),  # 4 seeds: judged (>= 3)
+        ([1.0, 1.1], [0.0, 0.1], "+", None),  # 2 seeds: not judged
+        ([1.0, 0.2, 1.2, 0.0, -0.3], [0.0] * 5, "+", False),  # t = 1.5: p = 0.21
         ([1.0, 1.1, 1.2, 1.0, 1.1, 0.0], [0.0, 0.1, 0.0, 0.2, 0.1, 0.05], "+", True),  # 1 against
         ([1.0, 1.1, 1.2, 1.0, 1.1], [0.0, 0.1, 0.0, 0.2, 0.1], "-", False),  # wrong direction
         ([0.0, 0.1, 0.0, 0.2, 0.1], [1.0, 1.1, 1.2, 1.0, 1.1], "-", True),
@@ -130,12 +132,19 @@ def test_every_registered_lab_names_its_paper_and_why():
         ([1.0] * 5, [1.0] * 5, "+", False),  # no difference at all
     ],
 )
-def test_shows_effect_rule(a, b, sign, shows):
-    stats = core.summarize(_result(a, b, sign))
-    assert stats["shows_effect"] is shows
-    assert core.describe({**_result(a, b, sign)}).endswith(
-        "shows its effect" if shows else ("seeds to say)" if len(a) < 5 else "show its effect")
+def test_shows_effect_is_the_course_rule_and_describe_names_it(a, b, sign, shows):
+    result = _result(a, b, sign)
+    stats = core.summarize(result)
+    assert stats["shows_effect"] is bool(shows) and stats["judged"] is (shows is not None)
+    label = {True: "shows its effect", False: "does not show its effect"}.get(
+        shows, f"not judged: {len(a)} seeds, the rule needs 3"
     )
+    assert core.describe(result).endswith(f"): {label} ({RULE_NAME})")
+
+
+def test_a_two_seed_live_run_is_not_judged_rather_than_failed():
+    line = core.describe(_result([0.9, 0.95], [0.1, 0.12]))
+    assert "not judged: 2 seeds, the rule needs 3" in line and "show its effect" not in line
 
 
 def test_summary_t_matches_the_textbook_formula():
@@ -256,7 +265,64 @@ def test_runner_summary_is_a_markdown_table_of_the_saved_results(toy_lab, tmp_pa
     capsys.readouterr()
     assert run.main(["--summary", "--out", str(tmp_path)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith("| chapter | lab |") and len(lines) == 3
+    assert lines[0].startswith("| chapter | lab |") and len(lines) == 5
     cells = [c.strip() for c in lines[2].split("|")[1:-1]]
-    assert cells[:3] == ["01_bert", "toy_bias", "with_bias − no_bias"]
-    assert cells[5] == "5/5" and cells[6] == "yes"  # no bias can never fit the offset
+    assert cells[:4] == ["01_bert", "toy_bias", "with_bias − no_bias", "0–4"]
+    assert cells[7] == "5/5" and cells[8] == "yes"  # no bias can never fit the offset
+    assert RULE_NAME in lines[4]  # the table names the rule its "shows" column applies
+
+
+def _fake_run_lab(calls: list):
+    """A stand-in for run_lab that trains nothing and records the seeds it was given."""
+
+    def run_lab(name, seeds, preset=None, device="auto"):
+        seeds = list(seeds)
+        calls.append((name, seeds))
+        return {
+            "lab": name,
+            "chapter": "01_bert",
+            "arms": {"a": [1.0 + 0.01 * s for s in seeds], "b": [0.0 for _ in seeds]},
+            "compare": ["a", "b"],
+            "expected_sign": "+",
+            "seeds": len(seeds),
+            "seed_values": seeds,
+            "seconds": 0.0,
+            "metric": "m",
+        }
+
+    return run_lab
+
+
+def test_runner_first_seed_passes_fresh_seeds_and_records_them(tmp_path, monkeypatch, capsys):
+    run = _runner()
+    calls: list = []
+    monkeypatch.setattr(run, "run_lab", _fake_run_lab(calls))
+    argv = ["bidirectional_context", "--first-seed", "100", "--seeds", "3", "--out", str(tmp_path)]
+    assert run.main(argv) == 0
+    assert calls == [("bidirectional_context", [100, 101, 102])]
+    saved = json.loads((tmp_path / "bidirectional_context.json").read_text())
+    assert saved["seed_values"] == [100, 101, 102]
+    out = capsys.readouterr().out
+    assert "seeds 100–102" in out and RULE_NAME in out
+    with pytest.raises(SystemExit, match="--first-seed must be 0 or more"):
+        run.main(["bidirectional_context", "--first-seed", "-1"])
+
+
+def test_runner_never_silently_replaces_results_made_on_other_seeds(tmp_path, monkeypatch):
+    run = _runner()
+    calls: list = []
+    monkeypatch.setattr(run, "run_lab", _fake_run_lab(calls))
+    committed = ROOT / "experiments/labs/results/bidirectional_context.json"
+    (tmp_path / committed.name).write_text(committed.read_text())  # seeds 0-4
+    before = (tmp_path / committed.name).read_text()
+    with pytest.raises(SystemExit, match="holds seeds 0–4; this run is seeds 7–8.*--overwrite"):
+        run.main(
+            ["bidirectional_context", "--first-seed", "7", "--seeds", "2", "--out", str(tmp_path)]
+        )
+    assert calls == [] and (tmp_path / committed.name).read_text() == before  # nothing trained
+    # the same seeds as the saved file: a plain rerun replaces it, as before
+    assert run.main(["bidirectional_context", "--seeds", "5", "--out", str(tmp_path)]) == 0
+    argv = ["bidirectional_context", "--first-seed", "7", "--seeds", "2", "--overwrite"]
+    assert run.main([*argv, "--out", str(tmp_path)]) == 0
+    assert json.loads((tmp_path / committed.name).read_text())["seed_values"] == [7, 8]
+    assert [c[1] for c in calls] == [[0, 1, 2, 3, 4], [7, 8]]

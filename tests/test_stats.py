@@ -144,3 +144,62 @@ def test_p_values_print_with_two_significant_digits():
     assert stats.format_p(0.01234) == "= 0.012"
     assert stats.format_p(0.0004) == "< 0.001"
     assert "p < 0.001" in stats.compare([1.0, 1.01, 0.99, 1.0], 0.0)["verdict"]
+
+
+# ----- the one rule: not judged below 3 seeds; p and sign exactly at their thresholds ---------
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_too_few_seeds_are_not_judged_and_say_the_counts(n):
+    result = stats.judge([0.9, 0.95][:n], expected_sign=1)
+    assert result["judged"] is False and result["beyond_noise"] is False
+    seeds = "1 seed" if n == 1 else "2 seeds"
+    assert result["verdict"].startswith(f"not judged: {seeds}, the rule needs 3: ")
+    assert stats.not_judged(n) == f"not judged: {seeds}, the rule needs {stats.MIN_SEEDS}"
+    assert stats.not_judged(stats.MIN_SEEDS) is None
+    # however large the t: two seeds at p = 0.011 are still too few to judge
+    two = stats.compare([0.61, 0.64], [0.50, 0.52])
+    assert two["p"] < 0.05 and two["judged"] is False and two["beyond_noise"] is False
+
+
+def test_three_seeds_are_the_fewest_the_rule_judges():
+    result = stats.judge([0.11, 0.14, 0.12])
+    assert result["judged"] is True and result["beyond_noise"] is True
+    assert result["verdict"].startswith("beyond noise: ")
+
+
+def _five_seeds_with_t(t: float) -> list[float]:
+    """Five differences of mean 1 whose paired t is exactly `t` (one of them is negative)."""
+    pattern = [-2.0, -1.0, 0.0, 1.0, 2.0]  # mean 0, sample std sqrt(2.5)
+    k = math.sqrt(5) / (math.sqrt(2.5) * t)
+    return [1.0 + k * z for z in pattern]
+
+
+def test_p_threshold_is_exactly_005_two_sided_with_one_seed_against():
+    t95 = 2.7764451  # two-sided 5% point of t with 4 degrees of freedom
+    above, below = (
+        stats.judge(_five_seeds_with_t(t95 * 1.001)),
+        stats.judge(_five_seeds_with_t(t95 * 0.999)),
+    )
+    assert above["t"] == pytest.approx(t95 * 1.001) and above["agree"] == 4
+    assert above["p"] < 0.05 < below["p"]
+    assert above["beyond_noise"] is True and below["beyond_noise"] is False
+    assert below["verdict"].startswith("within noise: ")
+    # p exactly at alpha is not below it
+    assert stats.is_beyond_noise(0.05, 5, 5) is False
+    assert stats.is_beyond_noise(0.0499, 5, 5) is True
+
+
+@pytest.mark.parametrize(
+    ("n", "agree", "beyond"),
+    [(3, 3, True), (3, 2, True), (3, 1, False), (6, 5, True), (6, 4, False), (2, 2, False)],
+)
+def test_sign_threshold_is_all_seeds_but_at_most_one(n, agree, beyond):
+    assert stats.is_beyond_noise(0.001, agree, n) is beyond
+
+
+def test_every_verdict_names_the_rule():
+    for values in ([0.9], [0.9, 0.8], [0.9, 0.8, 0.85], [0.1, -0.1, 0.05, -0.02, 0.0]):
+        assert stats.judge(values)["verdict"].endswith(f"; {stats.RULE_NAME})")
+    assert stats.judge([0.9, 0.8, 0.85])["rule"] == stats.RULE_NAME
+    assert "3 seeds" in stats.RULE and "p < 0.05" in stats.RULE  # the long form says the same

@@ -1,12 +1,18 @@
 """Run mechanism labs for N seeds and write experiments/labs/results/<lab>.json (+ <lab>.png).
 
-    python experiments/labs/run.py bidirectional_context          # one lab, 5 seeds
-    python experiments/labs/run.py 03_albert --seeds 7            # every lab of a chapter
+    python experiments/labs/run.py bidirectional_context          # one lab, seeds 0-4
+    python experiments/labs/run.py 03_albert --seeds 7 --overwrite  # replace a chapter's results
+    python experiments/labs/run.py sop_vs_nsp --first-seed 100 --seeds 10 --out /tmp/fresh
     python experiments/labs/run.py all --preset fast --out /tmp/x # a smoke run
     python experiments/labs/run.py --list
     python experiments/labs/run.py --summary                  # the committed results as a table
 
 The preset defaults to "gpu" on a CUDA device and "full" elsewhere; a GPU is used when present.
+--first-seed N runs seeds N..N+k-1 (k = --seeds) instead of 0..k-1: seeds the labs were never
+designed on, to check that a result replicates. The seeds are recorded in the JSON
+("seed_values"). A run whose seeds differ from a committed result's is never written over it
+silently: give another --out, or --overwrite to replace the committed file on purpose. Every
+verdict printed is the course's one rule (course_lib.stats.RULE_NAME).
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from course_lib.labs import (
     save_result,
     summarize,
 )
+from course_lib.stats import RULE_NAME, format_p
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -49,33 +56,76 @@ def select(names: list[str]) -> list[str]:
 
 
 def summary_table(directory: Path = RESULTS) -> str:
-    """The committed results as a Markdown table: lab, compared arms, mean difference ± std,
-    paired t, seeds agreeing with the expected sign, whether it shows its effect, seconds."""
+    """The saved results as a Markdown table: lab, compared arms, seeds, mean difference ± std,
+    paired t and p, seeds agreeing with the expected sign, the verdict of the course's one rule
+    (named under the table), seconds."""
     rows = [
-        "| chapter | lab | compared (a − b) | a − b, mean ± std | t | sign agrees | shows | seconds |",
-        "|---|---|---|---|---|---|---|---|",
+        "| chapter | lab | compared (a − b) | seeds | a − b, mean ± std | t | p | sign agrees "
+        "| shows | seconds |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for path in sorted(directory.glob("*.json"), key=lambda p: (load_result(p)["chapter"], p.stem)):
         r = load_result(path)
         s = summarize(r)
         t = s["t_signed"]
+        p = "—" if s["p"] is None else format_p(s["p"]).lstrip("= ")
+        shows = "not judged" if not s["judged"] else ("yes" if s["shows_effect"] else "no")
         rows.append(
             f"| {r['chapter']} | {r['lab']} | {r['compare'][0]} − {r['compare'][1]} "
-            f"| {s['mean']:+.3f} ± {s['std']:.3f} | {t:+.1f} | {s['agree']}/{s['n']} "
-            f"| {'yes' if s['shows_effect'] else 'no'} | {r['seconds']:.0f} |"
+            f"| {seed_span(r.get('seed_values', list(range(r['seeds']))))} "
+            f"| {s['mean']:+.3f} ± {s['std']:.3f} | {t:+.1f} | {p} | {s['agree']}/{s['n']} "
+            f"| {shows} | {r['seconds']:.0f} |"
         )
-    return "\n".join(rows)
+    return "\n".join(rows) + f"\n\n'shows': {RULE_NAME}."
+
+
+def seed_span(seeds: list[int]) -> str:
+    """'0–4' for consecutive seeds, else the seeds listed: how a table says which seeds ran."""
+    if seeds and seeds == list(range(seeds[0], seeds[0] + len(seeds))) and len(seeds) > 1:
+        return f"{seeds[0]}–{seeds[-1]}"
+    return ", ".join(str(s) for s in seeds)
+
+
+def check_not_overwriting(names: list[str], seeds: list[int], out: Path, overwrite: bool) -> None:
+    """Refuse, before any training, to replace a saved <lab>.json made on other seeds (e.g. the
+    committed seeds 0-4 by a --first-seed 100 run) unless --overwrite says so: a fresh-seed
+    check must not silently become the committed result."""
+    for name in names:
+        path = out / f"{name}.json"
+        if overwrite or not path.is_file():
+            continue
+        saved = load_result(path)
+        before = saved.get("seed_values", list(range(saved["seeds"])))
+        if before != seeds:
+            raise SystemExit(
+                f"error: {path} holds seeds {seed_span(before)}; this run is seeds "
+                f"{seed_span(seeds)}. Give another --out (e.g. --out /tmp/fresh_seeds), or "
+                "--overwrite to replace it on purpose."
+            )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("labs", nargs="*", help="lab names, chapter names, or 'all'")
-    parser.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1 (default 5)")
+    parser.add_argument(
+        "--seeds", type=int, default=5, help="how many seeds (default 5): FIRST..FIRST+N-1"
+    )
+    parser.add_argument(
+        "--first-seed",
+        type=int,
+        default=0,
+        help="first seed (default 0, the committed runs); e.g. 100 for seeds never designed on",
+    )
     parser.add_argument(
         "--preset", choices=PRESETS, help="budget (default: gpu on CUDA, else full)"
     )
     parser.add_argument("--device", default="auto", help="auto (default), cpu, cuda or mps")
     parser.add_argument("--out", type=Path, default=RESULTS, help="folder for the JSON and PNG")
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace saved results made on other seeds (otherwise refused)",
+    )
     parser.add_argument("--list", action="store_true", help="list the labs and exit")
     parser.add_argument("--summary", action="store_true", help="table of the saved results")
     args = parser.parse_args(argv)
@@ -88,9 +138,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.seeds < 1:
         raise SystemExit("error: --seeds must be at least 1.")
-    for name in select(args.labs):
-        print(f"{name}:", flush=True)
-        result = run_lab(name, seeds=args.seeds, preset=args.preset, device=args.device)
+    if args.first_seed < 0:
+        raise SystemExit("error: --first-seed must be 0 or more.")
+    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+    names = select(args.labs)
+    check_not_overwriting(names, seeds, args.out, args.overwrite)
+    for name in names:
+        print(f"{name}: seeds {seed_span(seeds)}", flush=True)
+        result = run_lab(name, seeds=seeds, preset=args.preset, device=args.device)
         path = save_result(result, args.out)
         print(f"  {describe(result)}\n  {result['seconds']:.0f} s -> {path}", flush=True)
     return 0

@@ -31,14 +31,14 @@ from typing import Any, TypeVar
 import torch
 from torch import Tensor, nn
 
+from course_lib.stats import RULE_NAME, format_p, verdict_label
 from course_lib.stats import compare as compare_paired
 from course_lib.training.device import select_device
 from course_lib.training.optim import build_optimizer, linear_schedule, set_lr
 
 PRESETS = ("fast", "live", "full", "gpu")
 CHAPTERS = ("01_bert", "02_roberta", "03_albert", "04_deberta_distil")
-MIN_SEEDS = 5  # a lab "shows its effect" only with at least this many seeds ...
-MIN_T = 3.0  # ... the expected sign in all but one of them, and |t| >= 3 in that direction
+DEFAULT_SEEDS = 5  # seeds of a committed run (0..4); the verdict is course_lib.stats' one rule
 
 T = TypeVar("T")
 
@@ -201,40 +201,42 @@ def fit(
 
 
 def summarize(result: Mapping[str, Any]) -> dict[str, Any]:
-    """The paired comparison of a result's two compared arms (course_lib.stats.compare), plus
-    whether the lab shows its effect: >= 5 seeds, the expected sign in all but at most one, and
-    t of at least 3 in the expected direction."""
+    """The paired comparison of a result's two compared arms, judged in the lab's expected
+    direction by the course's one rule (course_lib.stats.judge: at least 3 seeds, paired
+    p < 0.05, the expected sign in all seeds but at most one). `shows_effect` is that verdict
+    (False when not judged); `t_signed` is t with +-inf for identical differences, for tables
+    and plots."""
     a, b = result["compare"]
     sign = 1 if result["expected_sign"] == "+" else -1
     stats = compare_paired(result["arms"][a], result["arms"][b], expected_sign=sign)
-    n, agree, mean = stats["n"], stats["agree"], stats["mean"]
-    t = stats["t"]
+    t, mean = stats["t"], stats["mean"]
     if t is None:  # every difference equal: infinite t in the mean's direction, or all zero
         t = math.copysign(math.inf, mean) if mean else 0.0
     stats["t_signed"] = t
-    stats["shows_effect"] = bool(n >= MIN_SEEDS and agree >= n - 1 and t * sign >= MIN_T)
+    stats["shows_effect"] = bool(stats["beyond_noise"])
     return stats
 
 
 def describe(result: Mapping[str, Any], digits: int = 3) -> str:
-    """One line: 'arm_a - arm_b = +0.412 ± 0.031 over 5 seeds (t = +29.7, sign + in 5 of 5):
-    shows its effect' (or 'does not show its effect yet')."""
+    """One line that names the rule: 'arm_a - arm_b = +0.412 ± 0.031 over 5 seeds (t = +29.7,
+    p < 0.001, sign + in 5 of 5): shows its effect (course rule: ...)'; 'does not show its
+    effect' when judged and failing, 'not judged: 2 seeds, the rule needs 3' for a reduced run."""
     s = summarize(result)
     a, b = result["compare"]
     t = s["t_signed"]
     t_text = f"{t:+.1f}" if math.isfinite(t) else ("+inf" if t > 0 else "-inf")
-    verdict = "shows its effect" if s["shows_effect"] else "does not show its effect"
-    if s["n"] < MIN_SEEDS:
-        verdict += f" (needs >= {MIN_SEEDS} seeds to say)"
+    p_text = "p undefined" if s["p"] is None else f"p {format_p(s['p'])}"
+    label = verdict_label(s, yes="shows its effect", no="does not show its effect")
     return (
         f"{a} - {b} = {s['mean']:+.{digits}f} ± {s['std']:.{digits}f} over {s['n']} seeds "
-        f"(t = {t_text}, sign {result['expected_sign']} in {s['agree']} of {s['n']}): {verdict}"
+        f"(t = {t_text}, {p_text}, sign {result['expected_sign']} in {s['agree']} of {s['n']}): "
+        f"{label} ({RULE_NAME})"
     )
 
 
 def run_lab(
     name: str,
-    seeds: int | Iterable[int] = MIN_SEEDS,
+    seeds: int | Iterable[int] = DEFAULT_SEEDS,
     preset: str | None = None,
     device: str | torch.device = "auto",
     progress: bool = True,
