@@ -45,9 +45,10 @@ suffix M/k/B matches v or v / 10^6 (10^3, 10^9); signs are ignored ("-0.104" and
 0.104" both match 0.104 or -0.104).
 
 Seeds: a claim that something held in "every seed", "each seed", "all seeds" or "all <n>
-seeds" needs at least 5 seeds (the course's rule for calling an effect beyond noise): it fails
-when the largest seed count the same paragraph gives is below 5 ("3 seeds", "three seeds", "seeds 0-2") unless it
-also says so ("too few", "fewer than 5").
+seeds" needs at least 5 seeds (chapter 01, notebook 06; with fewer, say "3 of 3 seeds"; whether
+an effect is beyond noise is `course_lib.stats.judge`'s verdict, not these words): it fails when
+the largest seed count the same paragraph gives is below 5 ("3 seeds", "three seeds", "seeds
+0-2") unless it also says so ("too few", "fewer than 5").
 """
 
 from __future__ import annotations
