@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import importlib.util
 import io
+import os
 import re
 import subprocess
 import sys
@@ -143,9 +144,13 @@ def test_the_book_never_publishes_the_instructor_pages():
 @needs_nbgrader
 # nbgrader 0.9's own Gradebook.add_submission under SQLAlchemy 2 (its autoflush), not ours.
 @pytest.mark.filterwarnings("ignore:Object of type <Submitted.* not in session")
-def test_gradebook_table_one_row_per_student_one_column_per_graded_cell(tmp_path):
+def test_gradebook_table_one_row_per_student_one_column_per_graded_cell(tmp_path, monkeypatch):
     """A gradebook built with nbgrader's API (no autograde run): two graded cells, three
     students, one of them without a submission and one with a manual grade that overrides."""
+    # nbgrader runs the `alembic` script of its own environment (found here even if the
+    # environment was not activated)
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    monkeypatch.setenv("PATH", path)
     from nbgrader.api import Gradebook
 
     db = tmp_path / "gradebook.db"

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import csv
 import io
+import os
 import re
 import sys
 from pathlib import Path
@@ -33,6 +34,11 @@ def grade_table(database: Path, assignments: list[str] | None = None) -> list[li
         raise FileNotFoundError(database)
     from nbgrader.api import Gradebook, MissingEntry
 
+    # nbgrader runs the `alembic` script of its own environment: find it even when that
+    # environment was not activated (`python tools/gradebook_table.py` with the venv's python).
+    here = str(Path(sys.executable).parent)
+    if here not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = os.pathsep.join([here, os.environ.get("PATH", "")])
     rows: list[list[str]] = []
     # course_id="" reads whatever course the database holds and adds no course row to it
     with Gradebook(f"sqlite:///{Path(database).resolve()}", course_id="") as gradebook:
