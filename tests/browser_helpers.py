@@ -3,8 +3,12 @@ resolve, no background traffic) and logging the console, so a test can assert it
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 OFFLINE_ARGUMENTS = (
     "--headless",
@@ -20,6 +24,39 @@ OFFLINE_ARGUMENTS = (
     "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",  # offline but for local servers
     "--window-size=1400,1000",
 )
+
+
+def find_binary(variable: str, names: tuple[str, ...]) -> str | None:
+    """The binary named by environment `variable`, else the first of `names` on PATH."""
+    for name in (os.environ.get(variable, ""), *names):
+        path = shutil.which(name) if name else None
+        if path:
+            return path
+    return None
+
+
+def chromium_and_driver() -> tuple[str, str]:
+    """Chromium and its chromedriver, or the test is skipped saying which is missing and how to
+    install it (Selenium too)."""
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        pytest.skip("Selenium is not installed: `pip install -e '.[dev]'` installs it")
+    chromium = find_binary(
+        "CHROMIUM", ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+    )
+    chromedriver = find_binary("CHROMEDRIVER", ("chromedriver",))
+    if chromium is None or chromedriver is None:
+        missing = " and ".join(
+            name
+            for name, path in (("Chromium", chromium), ("chromedriver", chromedriver))
+            if path is None
+        )
+        pytest.skip(
+            f"no {missing} found: `apt-get install -y chromium chromium-driver` (Debian/Ubuntu) "
+            "or set CHROMIUM and CHROMEDRIVER to matching binaries"
+        )
+    return chromium, chromedriver
 
 
 def offline_chromium(chromium: str, chromedriver: str, folder: Path) -> Any:

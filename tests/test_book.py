@@ -27,7 +27,6 @@ import http.server
 import importlib.util
 import os
 import re
-import shutil
 import subprocess
 import sys
 import threading
@@ -42,7 +41,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 import book  # noqa: E402
-from browser_helpers import offline_chromium  # noqa: E402
+from browser_helpers import chromium_and_driver, offline_chromium  # noqa: E402
 from readme_commands import quick_start_commands  # noqa: E402
 
 pytestmark = pytest.mark.timeout(600)
@@ -338,19 +337,7 @@ def server(site) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def browser(server, tmp_path_factory) -> Iterator[Any]:
-    try:
-        import selenium  # noqa: F401
-    except ImportError:
-        pytest.skip("Selenium is not installed: `pip install -e '.[dev]'` installs it")
-    chromium = find_binary(
-        "CHROMIUM", ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
-    )
-    chromedriver = find_binary("CHROMEDRIVER", ("chromedriver",))
-    if chromium is None or chromedriver is None:
-        pytest.skip(
-            "no Chromium or chromedriver found: `apt-get install -y chromium chromium-driver` "
-            "(Debian/Ubuntu) or set CHROMIUM and CHROMEDRIVER to matching binaries"
-        )
+    chromium, chromedriver = chromium_and_driver()
     driver = offline_chromium(chromium, chromedriver, tmp_path_factory.mktemp("chromium"))
     try:
         driver.set_page_load_timeout(PAGE_S)
@@ -358,15 +345,6 @@ def browser(server, tmp_path_factory) -> Iterator[Any]:
         yield driver
     finally:
         driver.quit()
-
-
-def find_binary(variable: str, names: tuple[str, ...]) -> str | None:
-    """The binary named by environment `variable`, else the first of `names` on PATH."""
-    for name in (os.environ.get(variable, ""), *names):
-        path = shutil.which(name) if name else None
-        if path:
-            return path
-    return None
 
 
 def console_errors(driver: Any) -> list[str]:

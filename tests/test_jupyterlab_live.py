@@ -29,7 +29,6 @@ import json
 import os
 import re
 import secrets
-import shutil
 import signal
 import subprocess
 import sys
@@ -41,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from browser_helpers import offline_chromium
+from browser_helpers import chromium_and_driver, offline_chromium
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
@@ -67,15 +66,6 @@ KNOWN_OFFLINE_ERRORS = (
 # ---------------------------------------------------------------------------------------------
 
 
-def find_binary(variable: str, names: tuple[str, ...]) -> str | None:
-    """The binary named by environment `variable`, else the first of `names` on PATH."""
-    for name in (os.environ.get(variable, ""), *names):
-        path = shutil.which(name) if name else None
-        if path:
-            return path
-    return None
-
-
 @dataclass
 class Tools:
     chromium: str
@@ -84,25 +74,7 @@ class Tools:
 
 @pytest.fixture(scope="module")
 def tools() -> Tools:
-    try:
-        import selenium  # noqa: F401
-    except ImportError:
-        pytest.skip("Selenium is not installed: `pip install -e '.[dev]'` installs it")
-    chromium = find_binary(
-        "CHROMIUM", ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
-    )
-    chromedriver = find_binary("CHROMEDRIVER", ("chromedriver",))
-    if chromium is None or chromedriver is None:
-        missing = " and ".join(
-            name
-            for name, path in (("Chromium", chromium), ("chromedriver", chromedriver))
-            if path is None
-        )
-        pytest.skip(
-            f"no {missing} found: `apt-get install -y chromium chromium-driver` (Debian/Ubuntu) "
-            "or set CHROMIUM and CHROMEDRIVER to matching binaries"
-        )
-    return Tools(chromium, chromedriver)
+    return Tools(*chromium_and_driver())
 
 
 # ---------------------------------------------------------------------------------------------
