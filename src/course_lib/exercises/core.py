@@ -45,6 +45,10 @@ class ExerciseError(AssertionError):
         return [f"{type(self).__name__}: {self}"]
 
 
+class NotWrittenYet(ExerciseError):
+    """The learner's function is still the stub: calling it raised NotImplementedError."""
+
+
 def _where_in_learner_code(err: BaseException) -> str:
     """' (line N: `source`)' for the deepest frame of `err` outside the library and installed
     packages, i.e. the learner's own line; '' when there is none."""
@@ -68,7 +72,7 @@ def run_learner_code(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     try:
         return fn(*args, **kwargs)
     except NotImplementedError:
-        raise ExerciseError(
+        raise NotWrittenYet(
             f"`{name}` is not implemented yet: replace `raise NotImplementedError()` with your code."
         ) from None
     except ExerciseError:
