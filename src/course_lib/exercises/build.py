@@ -11,7 +11,10 @@ the learner's code against the library on fresh inputs and prints one or two lin
 It never raises, so "Run All" goes on for a learner who skips a cell (issue #38): the check returns
 the object the rest of the notebook should use, and the lesson assigns it back:
 
+    from course_lib.exercises.lessons_bert import check_position_ids
     my_position_ids = check_position_ids(my_position_ids)
+
+where `check_position_ids = BuildCheck(probe, fallback=..., fallback_name=..., todo=...)`.
 
 A probe is a function `probe(candidate)` that raises `ExerciseError` (use `expect` and
 `run_learner_code` from `course_lib.exercises.core`) with a message naming the first mistake it
@@ -30,31 +33,50 @@ T = TypeVar("T")
 FALLBACK = "The rest of this notebook uses the library's `{fallback}` until yours passes."
 
 
-def build_check(
-    candidate: T,
-    probe: Callable[[Any], str | None],
-    *,
-    fallback: T,
-    fallback_name: str,
-    todo: str,
-) -> T:
-    """Run `probe(candidate)`; print one verdict line (plus where the notebook goes on from) and
-    return `candidate` when it passes, else `fallback` (the library's version of the same thing).
+class BuildCheck:
+    """The check of one build cell: `probe` finds the first mistake, `fallback` (the library's
+    version, named `fallback_name`) stands in when the learner's is missing or wrong, and `todo`
+    says in a sentence what to write (shown while the cell is still the stub).
 
-    `todo` says in a sentence what to write; it is shown when the candidate is still the stub."""
-    name = getattr(candidate, "__name__", type(candidate).__name__)
-    try:
-        message = probe(candidate)
-    except NotWrittenYet:
-        print(f"· Not written yet: `{name}` — {todo}")
-        print(FALLBACK.format(fallback=fallback_name))
-        return fallback
-    except ExerciseError as err:
-        print(f"✗ {err}")
-        print(FALLBACK.format(fallback=fallback_name))
-        return fallback
-    print(f"✓ Correct! {message or ''}".rstrip())
-    return candidate
+    Calling it prints the verdict and returns what the rest of the notebook should use;
+    `stub_output(name)` is the exact text it prints for an unwritten stub called `name` (the
+    lesson copies carry it as the check cell's committed output)."""
+
+    def __init__(
+        self,
+        probe: Callable[[Any], str | None],
+        *,
+        fallback: Any,
+        fallback_name: str,
+        todo: str,
+    ) -> None:
+        self.probe = probe
+        self.fallback = fallback
+        self.fallback_name = fallback_name
+        self.todo = todo
+
+    def stub_output(self, name: str) -> str:
+        """What the check prints when `name` is still the stub."""
+        return f"· Not written yet: `{name}` — {self.todo}\n{self._fallback_line()}\n"
+
+    def _fallback_line(self) -> str:
+        return FALLBACK.format(fallback=self.fallback_name)
+
+    def __call__(self, candidate: T) -> T:
+        """Run the probe on `candidate`; print one verdict (and, unless it passed, where the
+        notebook goes on from); return `candidate` if it passed, else the library's fallback."""
+        name = getattr(candidate, "__name__", type(candidate).__name__)
+        try:
+            message = self.probe(candidate)
+        except NotWrittenYet:
+            print(self.stub_output(name), end="")
+            return self.fallback
+        except ExerciseError as err:
+            print(f"✗ {err}")
+            print(self._fallback_line())
+            return self.fallback
+        print(f"✓ Correct! {message or ''}".rstrip())
+        return candidate
 
 
 def is_stub_output(text: str) -> bool:
