@@ -261,7 +261,10 @@ def test_committed_results_follow_the_schema():
 
 def test_runner_summary_is_a_markdown_table_of_the_saved_results(toy_lab, tmp_path, capsys):
     run = _runner()
-    run.main(["toy_bias", "--seeds", "5", "--preset", "fast", "--out", str(tmp_path)])
+    run.main(
+        ["toy_bias", "--first-seed", "0", "--seeds", "5", "--preset", "fast"]
+        + ["--out", str(tmp_path)]
+    )
     capsys.readouterr()
     assert run.main(["--summary", "--out", str(tmp_path)]) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -312,17 +315,62 @@ def test_runner_never_silently_replaces_results_made_on_other_seeds(tmp_path, mo
     run = _runner()
     calls: list = []
     monkeypatch.setattr(run, "run_lab", _fake_run_lab(calls))
-    committed = ROOT / "experiments/labs/results/bidirectional_context.json"
-    (tmp_path / committed.name).write_text(committed.read_text())  # seeds 0-4
-    before = (tmp_path / committed.name).read_text()
+    committed = tmp_path / "bidirectional_context.json"
+    saved = _fake_run_lab([])("bidirectional_context", range(5))  # a saved run on seeds 0-4
+    committed.write_text(json.dumps(saved))
+    before = committed.read_text()
     with pytest.raises(SystemExit, match="holds seeds 0–4; this run is seeds 7–8.*--overwrite"):
         run.main(
             ["bidirectional_context", "--first-seed", "7", "--seeds", "2", "--out", str(tmp_path)]
         )
     assert calls == [] and (tmp_path / committed.name).read_text() == before  # nothing trained
     # the same seeds as the saved file: a plain rerun replaces it, as before
-    assert run.main(["bidirectional_context", "--seeds", "5", "--out", str(tmp_path)]) == 0
+    argv = ["bidirectional_context", "--first-seed", "0", "--seeds", "5"]
+    assert run.main([*argv, "--out", str(tmp_path)]) == 0
     argv = ["bidirectional_context", "--first-seed", "7", "--seeds", "2", "--overwrite"]
     assert run.main([*argv, "--out", str(tmp_path)]) == 0
     assert json.loads((tmp_path / committed.name).read_text())["seed_values"] == [7, 8]
     assert [c[1] for c in calls] == [[0, 1, 2, 3, 4], [7, 8]]
+
+
+def test_default_run_is_the_fresh_seeds_and_design_seeds_are_marked(tmp_path, monkeypatch):
+    run = _runner()
+    calls: list = []
+    monkeypatch.setattr(run, "run_lab", _fake_run_lab(calls))
+    assert run.main(["bidirectional_context", "--out", str(tmp_path)]) == 0
+    assert calls == [("bidirectional_context", list(labs.FRESH_SEEDS))]
+    assert min(labs.FRESH_SEEDS) >= labs.DESIGN_SEED_LIMIT and len(labs.FRESH_SEEDS) >= 10
+    assert not set(labs.GUARD_SEEDS) & set(labs.FRESH_SEEDS)
+    assert all(s >= labs.DESIGN_SEED_LIMIT for s in labs.GUARD_SEEDS)
+    assert core.seed_role(labs.FRESH_SEEDS) == "fresh"
+    assert core.seed_role([0, 1, 1000]) == "design"  # one design seed makes the run a design run
+
+
+def test_design_seeds_are_kept_apart_and_refused_when_not_design_seeds(
+    tmp_path, monkeypatch, capsys
+):
+    run = _runner()
+    monkeypatch.setattr(run, "run_lab", _fake_run_lab([]))
+    design, out = tmp_path / "design", tmp_path / "out"
+    argv = ["bidirectional_context", "--first-seed", "0", "--seeds", "4", "--out", str(design)]
+    assert run.main(argv) == 0
+    argv = ["bidirectional_context", "--design-from", str(design), "--out", str(out)]
+    assert run.main(argv) == 0
+    saved = core.load_result(out / "bidirectional_context.json")
+    assert saved["seed_values"] == list(labs.FRESH_SEEDS)
+    assert saved["design"]["seed_values"] == [0, 1, 2, 3]
+    part = core.design_part(saved)
+    assert part["seeds"] == 4 and part["arms"]["a"] == [1.0, 1.01, 1.02, 1.03]
+    assert core.design_part({"lab": "x"}) == {}
+    capsys.readouterr()
+    assert run.main(["--summary", "--out", str(out)]) == 0
+    row = capsys.readouterr().out.splitlines()[2]
+    assert "| 1000–1009 |" in row and row.rstrip("| ").endswith("0–3: +1.015, t +157.2, yes")
+    # a "design" folder holding fresh seeds is refused, as is a missing one (before training)
+    with pytest.raises(SystemExit, match="design seeds are below 1000"):
+        run.main(["bidirectional_context", "--design-from", str(out), "--out", str(tmp_path / "x")])
+    calls: list = []
+    monkeypatch.setattr(run, "run_lab", _fake_run_lab(calls))
+    with pytest.raises(SystemExit, match="no lab results there"):
+        run.main(["c2p_needed", "--design-from", str(design), "--out", str(tmp_path / "y")])
+    assert calls == []

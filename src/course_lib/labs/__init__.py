@@ -21,11 +21,15 @@ from course_lib.labs import (  # noqa: F401  (importing a chapter module registe
 )
 from course_lib.labs.core import (
     CHAPTERS,
+    DESIGN_SEED_LIMIT,
+    FRESH_SEEDS,
+    GUARD_SEEDS,
     LABS,
     PRESETS,
     Lab,
     choose,
     describe,
+    design_part,
     fit,
     get_lab,
     lab,
@@ -41,11 +45,15 @@ from course_lib.labs.core import (
 
 __all__ = [
     "CHAPTERS",
+    "DESIGN_SEED_LIMIT",
+    "FRESH_SEEDS",
+    "GUARD_SEEDS",
     "LABS",
     "PRESETS",
     "Lab",
     "choose",
     "describe",
+    "design_part",
     "fit",
     "get_lab",
     "lab",
