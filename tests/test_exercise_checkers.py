@@ -494,3 +494,159 @@ def test_check_own_work_names_a_call_to_the_library_and_accepts_own_code():
         return probs @ v, probs
 
     check_own_work(by_hand, check_attention, "course_lib.modules.attention")
+
+
+# ----- the edges: answers right only at the typical sizes are rejected, naming the edge ---------
+
+
+def masking_in_place(ids, special, mask_id, vocab, g):
+    """Right values, but the caller's input_ids are overwritten."""
+    out, labels = good_masking(ids, special, mask_id, vocab, g)
+    ids.copy_(out)
+    return ids, labels
+
+
+def masking_without_last_id(ids, special, mask_id, vocab, g):
+    """Random ids from randint(5, vocab - 1): the last id of the vocabulary is never drawn."""
+    return good_masking(ids, special, mask_id, vocab - 1, g)
+
+
+def attention_exp_without_max(q, k, v, mask=None):
+    """softmax written as exp / sum, without subtracting the row maximum: inf / inf at large scores."""
+    scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1]) + mask
+    e = scores.exp()
+    probs = e / e.sum(-1, keepdim=True)
+    return probs @ v, probs
+
+
+def attention_mask_as_b11t(q, k, v, mask=None):
+    """The mask reshaped to (B, 1, 1, T): a per-query (B, 1, T, T) mask does not fit."""
+    mask = mask.view(mask.shape[0], 1, 1, mask.shape[-1])
+    return good_attention(q, k, v, mask)
+
+
+def attention_first_mask_row(q, k, v, mask=None):
+    """Only the first query's row of the mask is used for every query."""
+    return good_attention(q, k, v, mask[:, :, :1, :])
+
+
+def attention_squeezed(q, k, v, mask=None):
+    out, probs = good_attention(q, k, v, mask)
+    return out.squeeze(), probs.squeeze()
+
+
+def attention_minus_inf(q, k, v, mask=None):
+    """Masked keys set to -inf: a query whose keys are all padding gets 0/0 = NaN."""
+    scores = (q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])).masked_fill(mask < 0, float("-inf"))
+    probs = scores.softmax(-1)
+    return probs @ v, probs
+
+
+def embed_interpolated(ids, types, word, position, segment):
+    """Segments as row 0 + type * (row 1 - row 0): right for types 0 and 1 only."""
+    seg = segment[0] + types[..., None] * (segment[1] - segment[0])
+    return word[ids] + position[torch.arange(ids.shape[1])] + seg
+
+
+def embed_squeezed(ids, types, word, position, segment):
+    return good_embed(ids, types, word, position, segment).squeeze()
+
+
+def wwm_prev_kept_over_none(word_ids, probability, generator):
+    """`prev` not reset at None: a one-word sentence A (id 0) and B's first word (id 0) merge."""
+    words, prev = [], None
+    for i, w in enumerate(word_ids):
+        if w is None:
+            continue
+        if w == prev:
+            words[-1].append(i)
+        else:
+            words.append([i])
+        prev = w
+    chosen = torch.zeros(len(word_ids), dtype=torch.bool)
+    for word, pick in zip(words, torch.rand(len(words), generator=generator) < probability):
+        chosen[word] = bool(pick)
+    return chosen
+
+
+def packed_padding_at_end(doc_ids):
+    """Real tokens taken as the first (number of real tokens) positions: wrong with left padding."""
+    n_real = (doc_ids >= 0).sum(1)
+    real = torch.arange(doc_ids.shape[1])[None, :] < n_real[:, None]
+    keep = (doc_ids[:, :, None] == doc_ids[:, None, :]) & real[:, None, :]
+    keep |= torch.eye(doc_ids.shape[1], dtype=torch.bool) & ~real[:, :, None]
+    return keep[:, None]
+
+
+def packed_squeezed(doc_ids):
+    return good_packed(doc_ids).squeeze()[:, None]
+
+
+@pytest.mark.parametrize(
+    "checker, wrong, message",
+    [
+        # the eight answers a student found accepted (issue 38), each named by its edge
+        (check_attention, attention_exp_without_max, r"large scores.*NaN or inf"),
+        (
+            check_attention,
+            attention_mask_as_b11t,
+            r"per-query mask of shape \(B, 1, T, T\).*raised",
+        ),
+        (check_attention, attention_first_mask_row, r"per-query mask.*probabilities differ"),
+        (check_attention, attention_squeezed, r"batch of one with one head.*do not \.squeeze"),
+        (check_embedding_sum, embed_interpolated, r"three segment types.*segment type \[2\]"),
+        (check_packed_attention_mask, packed_padding_at_end, r"left padding"),
+        (check_whole_word_mask, wwm_prev_kept_over_none, r"one-word sentence A.*reset"),
+        (check_masking, masking_without_last_id, r"tiny vocabulary.*id \[6\] never appeared"),
+        (
+            check_masking,
+            masking_in_place,
+            r"inputs left unmodified.*modified its input `input_ids`",
+        ),
+        # more of the same edges
+        (check_attention, attention_minus_inf, r"keys are all padding.*NaN"),
+        (check_embedding_sum, embed_squeezed, r"batch of one.*do not \.squeeze"),
+        (check_packed_attention_mask, packed_squeezed, r"batch of one.*do not \.squeeze"),
+        (
+            check_masking,
+            lambda *a: tuple(t.squeeze() for t in good_masking(*a)),
+            r"batch of one.*no \.squeeze",
+        ),
+    ],
+    ids=lambda x: getattr(x, "__name__", None) if callable(x) else None,
+)
+def test_an_answer_right_only_at_typical_sizes_is_rejected_at_its_edge(checker, wrong, message):
+    with pytest.raises(ExerciseError, match=message):
+        checker(wrong)
+
+
+def test_the_edge_answers_pass_the_typical_inputs():
+    """The planted edge answers are right at the typical sizes: only the edges reject them (so
+    each edge test above tests the edge, not an ordinary mistake)."""
+    from course_lib.exercises import bert
+
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 3, 5, 8, generator=g) for _ in range(3))
+    mask = torch.zeros(2, 1, 1, 5)
+    mask[0, ..., 3:] = torch.finfo(torch.float32).min
+    for answer in (
+        attention_exp_without_max,
+        attention_mask_as_b11t,
+        attention_first_mask_row,
+        attention_squeezed,
+        attention_minus_inf,
+    ):
+        assert torch.allclose(answer(q, k, v, mask)[1], good_attention(q, k, v, mask)[1], atol=1e-6)
+    ids, special = bert._masking_batch(4, 30)
+    for answer in (masking_in_place, masking_without_last_id):
+        out, labels = answer(ids.clone(), special, 4, 1000, torch.Generator().manual_seed(1))
+        assert torch.equal(
+            labels, good_masking(ids, special, 4, 1000, torch.Generator().manual_seed(1))[1]
+        )
+    d = bert._packed_doc_ids()
+    assert torch.equal(packed_padding_at_end(d), good_packed(d))
+    for row in bert._word_id_rows(50, torch.Generator().manual_seed(5)):
+        assert torch.equal(
+            wwm_prev_kept_over_none(row, 0.15, torch.Generator().manual_seed(2)),
+            good_wwm(row, 0.15, torch.Generator().manual_seed(2)),
+        )

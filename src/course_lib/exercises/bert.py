@@ -16,9 +16,11 @@ from course_lib.config import BertConfig
 from course_lib.counting import count_parameters
 from course_lib.exercises.core import (
     ExerciseError,
+    at_edge,
     config_from_letters,
     expect,
     expect_ignore_index_in_labels_only,
+    expect_unchanged,
     passed,
     run_learner_code,
 )
@@ -38,16 +40,21 @@ def _masking_batch(n_rows: int, seq: int) -> tuple[Tensor, Tensor]:
 
 
 def _call_masking(
-    mask_tokens: Callable, ids: Tensor, special: Tensor, seed: int
+    mask_tokens: Callable, ids: Tensor, special: Tensor, seed: int, vocab: int = _VOCAB
 ) -> tuple[Tensor, Tensor]:
+    given_ids, given_special = ids.clone(), special.clone()
     out = run_learner_code(
         mask_tokens,
-        ids.clone(),
-        special.clone(),
+        given_ids,
+        given_special,
         _MASK_ID,
-        _VOCAB,
+        vocab,
         torch.Generator().manual_seed(seed),
     )
+    name = getattr(mask_tokens, "__name__", "mask_tokens")
+    with at_edge("inputs left unmodified"):
+        expect_unchanged(ids, given_ids, "input_ids", name)
+        expect_unchanged(special, given_special, "special_tokens_mask", name)
     expect(isinstance(out, tuple) and len(out) == 2, "return a tuple (masked_input_ids, labels).")
     expect(
         all(isinstance(t, Tensor) for t in out),
@@ -124,10 +131,42 @@ def check_masking(mask_tokens: Callable, n_rows: int = 200, seq: int = 512) -> N
         "a generator with a different seed gave the same masks: draw from `generator` instead "
         "of seeding your own random state.",
     )
+    _check_masking_edges(mask_tokens)
     passed(
         f"selected {n_sel / n_eligible:.1%} of {n_eligible:,} eligible tokens; 80/10/10 within "
-        "tolerance; the same seed repeats, another seed differs."
+        "tolerance; the same seed repeats, another seed differs; a batch of one, a tiny "
+        "vocabulary and the inputs left unmodified too."
     )
+
+
+def _check_masking_edges(mask_tokens: Callable) -> None:
+    """Where masking changes shape or runs out of room: one row, and a vocabulary of 7 ids, where
+    the random replacements can only be 5 or 6 (so a range that drops the last id shows)."""
+    ids, special = _masking_batch(1, 40)
+    with at_edge("a batch of one (input_ids of shape (1, 40))"):
+        masked, labels = _call_masking(mask_tokens, ids, special, seed=3)
+        expect(
+            masked.shape == ids.shape and labels.shape == ids.shape,
+            f"both outputs must keep the input's shape (1, 40); got {tuple(masked.shape)} and "
+            f"{tuple(labels.shape)} (a dimension of size 1 is still a dimension: no .squeeze()).",
+        )
+    tiny = 7
+    ids, special = _masking_batch(200, 64)
+    ids = torch.where(special, ids, 5 + ids % 2)  # every ordinary token is 5 or 6
+    with at_edge(f"a tiny vocabulary (vocab_size = {tiny}: ids 0-4 special, 5 and 6 ordinary)"):
+        masked, labels = _call_masking(mask_tokens, ids, special, seed=11, vocab=tiny)
+        selected = labels != IGNORE_INDEX
+        replaced = selected & (masked != _MASK_ID) & (masked != ids)
+        drawn = set(masked[replaced].tolist())
+        outside = sorted(i for i in drawn if not 5 <= i < tiny)
+        expect(not outside, f"random replacements {outside} are outside [5, vocab_size).")
+        missing = sorted(set(range(5, tiny)) - drawn)
+        expect(
+            not missing,
+            f"in {int(replaced.sum())} random replacements, id {missing} never appeared: every "
+            "id of [5, vocab_size) must be possible, the last one included. torch.randint's "
+            "upper bound is already exclusive: randint(5, vocab_size), not vocab_size - 1.",
+        )
 
 
 # ----- exercise 2: scaled dot-product attention -------------------------------------------------
@@ -219,7 +258,86 @@ def check_attention(attention: Callable) -> None:
         torch.allclose(got, ref_probs @ v, atol=1e-5),
         "probabilities are right but the output is not probs @ V.",
     )
-    passed("your attention equals softmax(QK^T/sqrt(d) + mask) V, padding included.")
+    _check_attention_edges(attention)
+    passed(
+        "your attention equals softmax(QK^T/sqrt(d) + mask) V, padding included; also for a "
+        "batch of one with one head, a per-query mask, a query whose keys are all padding and "
+        "large scores."
+    )
+
+
+def _attention_edge(attention: Callable, q: Tensor, k: Tensor, v: Tensor, mask: Tensor) -> None:
+    """One edge case of check_attention: the learner's (output, probabilities) against the
+    reference, the inputs unchanged, every number finite."""
+    given = [t.clone() for t in (q, k, v, mask)]
+    out = run_learner_code(attention, *given)
+    name = getattr(attention, "__name__", "attention")
+    for before, after, what in zip((q, k, v, mask), given, ("q", "k", "v", "mask")):
+        expect_unchanged(before, after, what, name)
+    expect(
+        isinstance(out, tuple) and len(out) == 2 and all(isinstance(t, Tensor) for t in out),
+        "return a tuple of two tensors (output, attention_probabilities).",
+    )
+    got, probs = (t.detach() for t in out)
+    scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    ref_probs = (scores + mask).softmax(-1)
+    squeezed = " (a dimension of size 1 is still a dimension: do not .squeeze())"
+    for what, have, want in (("probabilities", probs, ref_probs), ("output", got, ref_probs @ v)):
+        expect(
+            have.shape == want.shape,
+            f"the {what} must have shape {tuple(want.shape)}, got {tuple(have.shape)}"
+            + (squeezed if have.numel() == want.numel() else "")
+            + ".",
+        )
+    expect(
+        bool(torch.isfinite(probs).all() and torch.isfinite(got).all()),
+        "the probabilities contain NaN or inf.",
+    )
+    expect(
+        torch.allclose(probs, ref_probs, atol=1e-5),
+        f"probabilities differ from softmax(Q K^T / sqrt(d) + mask) by up to "
+        f"{float((probs - ref_probs).abs().max()):.2g}.",
+    )
+    expect(
+        torch.allclose(got, ref_probs @ v, atol=1e-4),
+        "probabilities are right but the output is not probs @ V.",
+    )
+
+
+def _check_attention_edges(attention: Callable) -> None:
+    """The shapes and values where attention's parts disappear or change shape: one sequence
+    and one head, a mask with one row per query, a query with no real key, huge scores."""
+    g = torch.Generator().manual_seed(17)
+    low = torch.finfo(torch.float32).min
+    q, k, v = (torch.randn(1, 1, 4, 8, generator=g) for _ in range(3))
+    mask = torch.zeros(1, 1, 1, 4)
+    mask[..., 3] = low
+    with at_edge("a batch of one with one head (q, k, v of shape (1, 1, 4, 8))"):
+        _attention_edge(attention, q, k, v, mask)
+    q, k, v = (torch.randn(2, 3, 5, 8, generator=g) for _ in range(3))
+    per_query = torch.zeros(2, 1, 5, 5)
+    per_query[0] = torch.triu(torch.full((5, 5), low), diagonal=1)  # query i sees keys <= i
+    per_query[1, 0, :2, 2:] = low  # sequence 1: two documents, positions 0-1 and 2-4
+    per_query[1, 0, 2:, :2] = low
+    with at_edge(
+        "a per-query mask of shape (B, 1, T, T) (each query its own row of keys, e.g. packed "
+        "documents or a causal mask; not only (B, 1, 1, T))"
+    ):
+        _attention_edge(attention, q, k, v, per_query)
+    big = 40.0
+    with at_edge(
+        f"large scores (q and k scaled by {big:g}, scores in the thousands: exp overflows to "
+        "inf unless each row's maximum is subtracted first, as torch.softmax does)"
+    ):
+        _attention_edge(attention, q * big, k * big, v, torch.zeros(2, 1, 1, 5))
+    all_padding = torch.zeros(2, 1, 1, 5)
+    all_padding[0] = low
+    with at_edge(
+        "a sequence whose keys are all padding (mask entirely very negative; its output is "
+        "thrown away but must stay finite: keep the mask additive and finite, so the row "
+        "becomes uniform instead of 0/0)"
+    ):
+        _attention_edge(attention, q, k, v, all_padding)
 
 
 # ----- exercise 3: the embedding sum ------------------------------------------------------------
@@ -268,7 +386,61 @@ def check_embedding_sum(embed: Callable) -> None:
             "come after it, in the module)."
         )
     expect(close(w + p + s), "the result is not word + position + segment.")
-    passed("token + position + segment, summed element-wise.")
+    _check_embedding_edges(embed)
+    passed(
+        "token + position + segment, summed element-wise; also with 1 and 3 segment types and "
+        "a batch of one, the tables left unmodified."
+    )
+
+
+def _check_embedding_edges(embed: Callable) -> None:
+    """The segment table is T x H with T = 1 or 3 as well as 2 (RoBERTa keeps one row, other
+    models more), and a batch can hold one sequence."""
+    g = torch.Generator().manual_seed(19)
+    cases = (
+        ("three segment types (a segment table of 3 rows, token types 0, 1 and 2)", 2, 6, 3),
+        ("one segment type (a segment table of 1 row, every token type 0)", 2, 6, 1),
+        ("a batch of one (input_ids of shape (1, 5))", 1, 5, 2),
+    )
+    for description, batch, seq, n_types in cases:
+        word, position, segment = (torch.randn(n, 4, generator=g) for n in (30, 9, n_types))
+        ids = torch.randint(0, 30, (batch, seq), generator=g)
+        types = torch.arange(seq).repeat(batch, 1) * n_types // seq  # 0 ... n_types - 1, in order
+        given = [t.clone() for t in (ids, types, word, position, segment)]
+        with at_edge(description):
+            got = run_learner_code(embed, *given)
+            for before, after, what in zip(
+                (ids, types, word, position, segment),
+                given,
+                ("input_ids", "token_type_ids", "word", "position", "segment"),
+            ):
+                expect_unchanged(before, after, what, getattr(embed, "__name__", "embed"))
+            want = word[ids] + position[:seq] + segment[types]
+            expect(isinstance(got, Tensor), f"return a tensor, got {type(got).__name__}.")
+            expect(
+                got.shape == want.shape,
+                f"expected shape [batch, seq, hidden] = {tuple(want.shape)}, got "
+                f"{tuple(got.shape)}"
+                + (
+                    " (a dimension of size 1 is still a dimension: do not .squeeze())"
+                    if got.numel() == want.numel()
+                    else ""
+                )
+                + ".",
+            )
+            wrong = ~torch.isclose(got.detach(), want, atol=1e-6).all(-1)  # (batch, seq)
+            if wrong.any():
+                kinds = sorted(set(types[wrong].tolist()))
+                if min(kinds) >= 2:
+                    raise ExerciseError(
+                        f"the tokens of segment type {kinds} get the wrong vector (types 0 and 1 "
+                        "are right): look each token's row up, segment[token_type_ids]; a "
+                        "formula between rows 0 and 1 only works for two types."
+                    )
+                raise ExerciseError(
+                    f"{int(wrong.sum())} token(s) (segment types {kinds}) get the wrong vector: "
+                    "expected word[input_ids] + position[0..seq-1] + segment[token_type_ids]."
+                )
 
 
 # ----- exercise 4: the parameter-count formula --------------------------------------------------
@@ -506,6 +678,7 @@ def check_whole_word_mask(whole_word_mask: Callable, n_rows: int = 1500) -> None
         abs(overall - 0.15) < 0.02,
         f"{overall:.1%} of words are selected; expected 15% (probability is the second argument).",
     )
+    _check_wwm_edges(whole_word_mask)
     first = _call_wwm(whole_word_mask, rows[0], seed=99)
     again = _call_wwm(whole_word_mask, rows[0], seed=99)
     expect(
@@ -515,8 +688,41 @@ def check_whole_word_mask(whole_word_mask: Callable, n_rows: int = 1500) -> None
     )
     passed(
         f"every word is masked whole, {overall:.1%} of words selected (1-piece {rates[1]:.0%}, "
-        f"3-piece {rates[3]:.0%}), specials never, and sentence B's words are their own."
+        f"3-piece {rates[3]:.0%}), specials never, and sentence B's words are their own, even "
+        "after a one-word sentence A."
     )
+
+
+def _check_wwm_edges(whole_word_mask: Callable, n_draws: int = 200) -> None:
+    """Where a word's boundary is only the special token: a one-word sentence A has word id 0,
+    like sentence B's first word, with only [SEP] between them; and a pair with no words."""
+    g = torch.Generator().manual_seed(23)
+    apart = 0
+    for draw in range(n_draws):
+        a_pieces = int(torch.randint(1, 4, (1,), generator=g))
+        row: list[int | None] = [None] + [0] * a_pieces + [None]
+        b_start = len(row)
+        for word in range(int(torch.randint(1, 5, (1,), generator=g))):
+            row += [word] * int(torch.randint(1, 3, (1,), generator=g))
+        row.append(None)
+        with at_edge(f"a one-word sentence A (word_ids {row})"):
+            chosen = _call_wwm(whole_word_mask, row, seed=1000 + draw)
+            expect(
+                not chosen[[i for i, w in enumerate(row) if w is None]].any(),
+                "a special token (word id None) was selected.",
+            )
+        apart += int(bool(chosen[1]) != bool(chosen[b_start]))
+    expect(
+        apart > 0,
+        f"a one-word sentence A: its word (id 0) and sentence B's first word (also id 0, after "
+        f"[SEP]) were selected together in all {n_draws} draws: they are two words. A special "
+        "token (word id None) ends the word before it: compare with the previous TOKEN's id, "
+        "None included (reset what you remember at None).",
+    )
+    row = [None, None, None]
+    with at_edge("a pair of two empty sentences (word_ids [None, None, None])"):
+        chosen = _call_wwm(whole_word_mask, row, seed=0)
+        expect(not chosen.any(), "nothing may be selected: there is no word.")
 
 
 # ----- exercise 6: an attention mask for packed documents ---------------------------------------
@@ -546,16 +752,51 @@ def check_packed_attention_mask(packed_attention_mask: Callable) -> None:
     documents (doc_ids (B, T), -1 = padding): a real token attends to the real tokens of its own
     document only, and a padding query attends to itself (any finite choice; its output is
     ignored, but a row with nothing to attend to makes the softmax NaN)."""
-    doc_ids = _packed_doc_ids()
+    worst = _check_packed_on(packed_attention_mask, _packed_doc_ids())
+    edges = (
+        (
+            "left padding (the padding before the documents: doc_ids row "
+            "[-1, -1, -1, 0, 0, 1, 1, 1, 1, 2, 2, 2]; find padding by its doc id -1, not by "
+            "position)",
+            torch.tensor(
+                [[-1, -1, -1, 0, 0, 1, 1, 1, 1, 2, 2, 2], [0, 0, 0, 1, 1, 1, 1, 1, -1, -1, -1, -1]]
+            ),
+        ),
+        ("a batch of one (doc_ids of shape (1, 6))", torch.tensor([[0, 0, 1, 1, 1, -1]])),
+        (
+            "a row of padding only (doc_ids row [-1] * 6)",
+            torch.tensor([[0, 0, 0, 1, 1, -1], [-1] * 6]),
+        ),
+    )
+    for description, doc_ids in edges:
+        with at_edge(description):
+            worst = max(worst, _check_packed_on(packed_attention_mask, doc_ids))
+    passed(
+        f"each document in a packed row gets exactly its own attention (max |packed - alone| = "
+        f"{worst:.1e}), padding stays finite; left padding, a batch of one and a row of padding "
+        "only too."
+    )
+
+
+def _check_packed_on(packed_attention_mask: Callable, doc_ids: Tensor) -> float:
+    """check_packed_attention_mask on one batch of doc ids: the mask's shape and entries, then
+    the proof (packed attention equals each document's attention alone); the worst difference."""
     b, t = doc_ids.shape
-    got = run_learner_code(packed_attention_mask, doc_ids.clone())
+    given = doc_ids.clone()
+    got = run_learner_code(packed_attention_mask, given)
+    expect_unchanged(doc_ids, given, "doc_ids", getattr(packed_attention_mask, "__name__", "mask"))
     expect(isinstance(got, Tensor), f"return a tensor, got {type(got).__name__}.")
     if got.shape == (b, t, t):
         raise ExerciseError(
             f"shape {tuple(got.shape)}: add the head axis, (B, 1, T, T), so the mask broadcasts "
             "over every head."
         )
-    expect(got.shape == (b, 1, t, t), f"expected shape {(b, 1, t, t)}, got {tuple(got.shape)}.")
+    expect(
+        got.shape == (b, 1, t, t),
+        f"expected shape {(b, 1, t, t)}, got {tuple(got.shape)}"
+        + (" (do not .squeeze(): B may be 1)" if got.numel() == b * t * t else "")
+        + ".",
+    )
     expect(
         got.dtype == torch.bool, f"return a bool keep-mask (True = may attend), got {got.dtype}."
     )
@@ -607,7 +848,4 @@ def check_packed_attention_mask(packed_attention_mask: Callable) -> None:
                 worst = max(worst, float((alone[0] - packed[r, cols]).abs().max()))
     expect(not bool(packed.isnan().any()), "the attention output contains NaN.")
     expect(worst < 1e-5, f"packed and alone differ by {worst:.1e}; expected < 1e-5.")
-    passed(
-        f"each document in a packed row gets exactly its own attention (max |packed - alone| = "
-        f"{worst:.1e}), padding stays finite."
-    )
+    return worst

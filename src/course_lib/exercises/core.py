@@ -9,7 +9,7 @@ import io
 import sys
 import traceback
 import types
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -42,7 +42,7 @@ class ExerciseError(AssertionError):
 
     def _render_traceback_(self) -> list[str]:
         """IPython calls this instead of formatting a traceback: the message only."""
-        return [f"{type(self).__name__}: {self}"]
+        return [f"ExerciseError: {self}"]  # subclasses too: the learner sees one kind of failure
 
 
 class NotWrittenYet(ExerciseError):
@@ -129,6 +129,31 @@ def expect_keep_mask(got: Any, batch: int, length: int) -> None:
         got.dtype == torch.bool,
         f"return a bool tensor (a boolean keep-mask: True = may attend), got dtype {got.dtype}.",
     )
+
+
+@contextlib.contextmanager
+def at_edge(description: str) -> Iterator[None]:
+    """Run a check on an edge case (a batch of one, left padding, a tiny vocabulary...): a
+    failure inside says which edge it is, `description: <message>`, so an answer right only at
+    the typical sizes learns where it breaks."""
+    try:
+        yield
+    except NotWrittenYet:
+        raise
+    except ExerciseError as err:
+        raise ExerciseError(f"{description}: {err}") from err
+
+
+def expect_unchanged(before: torch.Tensor, after: Any, name: str, fn: str) -> None:
+    """The learner's function must leave its input `name` as it was (the caller still uses it):
+    `before` is a copy taken before the call, `after` the tensor that was passed."""
+    if isinstance(after, torch.Tensor) and after.shape == before.shape:
+        changed = int((after != before).sum())
+        expect(
+            changed == 0,
+            f"`{fn}` modified its input `{name}` in place ({changed} entries changed): the caller "
+            f"still needs the original. Work on a copy ({name}.clone()) and return new tensors.",
+        )
 
 
 def passed(message: str) -> None:
