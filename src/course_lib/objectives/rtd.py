@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from course_lib.config.electra import ElectraConfig, generator_config
@@ -94,6 +95,22 @@ def share_embeddings(generator: ElectraForMaskedLM, discriminator: ElectraForPre
             generator.backbone.embeddings, name, getattr(discriminator.backbone.embeddings, name)
         )
     generator.tie_weights()
+
+
+class GDESEmbedding(nn.Module):
+    """DeBERTa-v3's gradient-disentangled embedding sharing (He et al. 2021, section 3): the
+    discriminator's token table is sg(E_G) + E_delta, the generator's table behind a
+    stop-gradient plus a residual that starts at zero. The generator's MLM loss alone trains
+    E_G; the discriminator's loss trains only E_delta (no tug-of-war over one table)."""
+
+    def __init__(self, generator_table: nn.Embedding) -> None:
+        super().__init__()
+        self.generator_table = generator_table  # E_G: trained by the generator's loss only
+        self.delta = nn.Parameter(torch.zeros_like(generator_table.weight))  # E_delta
+
+    def forward(self, ids: Tensor) -> Tensor:
+        table = self.generator_table.weight.detach() + self.delta  # the stop-gradient
+        return F.embedding(ids, table)
 
 
 @dataclass
