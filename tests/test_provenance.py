@@ -85,9 +85,9 @@ SOURCE_SUFFIXES = {".json", ".log", ".csv", ".txt"}
 
 
 def lesson_notebooks() -> list[Path]:
-    """Every lesson notebook; an exercise notebook is read as its solved master (the student copy
-    is generated from it and has the same prose, no outputs)."""
-    masters = msn.master_notebooks()
+    """Every lesson notebook; an exercise notebook or a lesson with build cells is read as its
+    solved master (the copy is generated from it and has the same prose, stubs for answers)."""
+    masters = msn.master_notebooks() + msn.lesson_masters()
     generated = {msn.student_path(m) for m in masters}
     lessons = [p for p in sorted(ROOT.glob("chapters/*/*.ipynb")) if p not in generated]
     return sorted(lessons + masters)

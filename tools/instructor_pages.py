@@ -126,12 +126,14 @@ class Master:
 
 
 def master_notebooks(root: Path | None = None) -> list[Path]:
-    """The nbgrader masters: notebooks in chapters/*/instructor/ that hold solution regions."""
+    """The nbgrader masters: notebooks in chapters/*/instructor/ that hold solution regions in
+    nbgrader cells (a lesson master's build cells carry none: lessons are not graded)."""
     root = root or ROOT
     return sorted(
         p
         for p in root.glob("chapters/*/instructor/*.ipynb")
         if BEGIN in p.read_text(encoding="utf-8")
+        and any("nbgrader" in c.metadata for c in nbformat.read(p, as_version=4).cells)
     )
 
 

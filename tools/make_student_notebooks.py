@@ -1,6 +1,7 @@
-"""Generate the student exercise notebooks and a solutions view from the instructor masters.
+"""Generate the student exercise notebooks, the lesson copies and a solutions view from the
+instructor masters.
 
-Masters live in `chapters/<chapter>/instructor/` (where only instructors look). They are nbgrader
+Exercise masters live in `chapters/<chapter>/instructor/` (where only instructors look). They are nbgrader
 source notebooks: answers sit nbgrader-style between
 
     ### BEGIN SOLUTION
@@ -28,6 +29,28 @@ and `### END HIDDEN TESTS`): the same checker on other inputs and edge cases, an
 them in the masters; nbgrader strips them from the release and puts them back when it grades;
 the lesson-path copy drops them as nbgrader does (self-learners have the visible checks).
 
+Lesson masters (issue 38). A lesson whose "Build it yourself" cells are the learner's to write
+has its master in `chapters/<chapter>/instructor/` too, recognised by its content: cells tagged
+`build`, no nbgrader metadata (lessons are not graded and never enter the nbgrader course, the
+instructor pages or the hidden-test checks). Each `build` cell holds a signature, a docstring and
+the answer between the same markers, inside a function or method body; the next code cell is
+tagged `build-check` and calls a `BuildCheck` (course_lib.exercises.build) it imports:
+
+    from course_lib.exercises.lessons_bert import check_position_ids
+    my_position_ids = check_position_ids(my_position_ids)
+
+The lesson copy, `chapters/<chapter>/<notebook>.ipynb`, is the master with each region a stub
+(the build cell's outputs cleared), the check cell's output the exact verdict the check prints on
+that stub (`stub_output`: "Not written yet", and that the library's version stands in), and right
+after it a closed `<details><summary>Show a solution</summary>` markdown cell with the answer
+(shown, never executed). Every other cell keeps the master's outputs, so the copy reads well
+on GitHub, and Run All on it completes. `build_answers(master)` gives the tests each answer. A
+build cell without a region or without its check cell stops the tool with the cell named. nbval
+runs the lesson copies in the README's test command and the masters in `.ci/lesson-masters`
+(`--lesson-masters` lists them). After changing a master: re-execute it
+(`python tools/notebooks.py execute chapters/<chapter>/instructor/<notebook>.ipynb`), then run
+this tool.
+
 The course directory is the graded version: an nbgrader course exists to grade, so its source
 notebooks are the masters made classroom-ready (`graded_master`): a first cell saying how to
 install the course, no pointer to the solutions view, references to lesson notebooks and
@@ -39,9 +62,12 @@ check. The lesson-path copy keeps its self-study pointers.
 from __future__ import annotations
 
 import argparse
+import ast
+import importlib
 import re
 import sys
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import nbformat
 
@@ -74,20 +100,51 @@ REPO_PATH = re.compile(r"`(?:experiments|tests|benchmarks|tools)/[^`]*`")
 INSTRUCTOR_TAG = "instructor"
 NBGRADER_CONFIG = ROOT / "tools" / "nbgrader_config.py"
 CHECK_CALL = re.compile(r"^check_\w+\(", re.M)
+BUILD_TAG, CHECK_TAG = "build", "build-check"  # a lesson master's build cell and the check after it
+SOLUTION_SUMMARY = "<details><summary>Show a solution</summary>"
+SOLUTION_DETAILS = SOLUTION_SUMMARY + "\n\n```python\n{code}\n```\n\n</details>"
+
+
+def master_kind(path: Path) -> str | None:
+    """ "exercise" for an nbgrader master (a cell carries nbgrader metadata), "lesson" for a lesson
+    master (a cell tagged `build`, no nbgrader metadata), None for anything else; read from the
+    file's content, so moving a notebook into instructor/ is all it takes."""
+    text = path.read_text(encoding="utf-8")
+    if BEGIN not in text and BUILD_TAG not in text:
+        return None
+    cells = nbformat.reads(text, as_version=4).cells
+    if any("nbgrader" in c.metadata for c in cells):
+        return "exercise" if BEGIN in text else None
+    if any(BUILD_TAG in c.metadata.get("tags", []) for c in cells):
+        return "lesson"
+    return None
 
 
 def master_notebooks() -> list[Path]:
-    """Every instructor master: a notebook in chapters/*/instructor/ with solution regions."""
-    return sorted(
+    """Every exercise master: an nbgrader notebook in chapters/*/instructor/ with solution
+    regions (the graded course, the hidden tests and the instructor pages are made of these)."""
+    return [
         p
-        for p in ROOT.glob("chapters/*/instructor/*.ipynb")
-        if "### BEGIN SOLUTION" in p.read_text(encoding="utf-8")
-    )
+        for p in sorted(ROOT.glob("chapters/*/instructor/*.ipynb"))
+        if master_kind(p) == "exercise"
+    ]
+
+
+def lesson_masters() -> list[Path]:
+    """Every lesson master: a notebook in chapters/*/instructor/ with cells tagged `build`."""
+    return [
+        p for p in sorted(ROOT.glob("chapters/*/instructor/*.ipynb")) if master_kind(p) == "lesson"
+    ]
 
 
 def student_path(master: Path) -> Path:
     """Where the student copy of `master` goes: the chapter folder, in the lesson sequence."""
     return master.parent.parent / master.name
+
+
+def lesson_copy_path(master: Path) -> Path:
+    """Where the lesson copy of a lesson master goes (the same place as an exercise's copy)."""
+    return student_path(master)
 
 
 def solutions_path(master: Path) -> Path:
@@ -246,10 +303,190 @@ def solutions_markdown(path: Path, nb: nbformat.NotebookNode) -> str:
     return "\n".join(lines)
 
 
+# ---------------------------------------------------------------- lesson masters
+
+
+def _tags(cell: nbformat.NotebookNode) -> list[str]:
+    return cell.metadata.get("tags", [])
+
+
+def _parse(source: str, where: str) -> ast.Module:
+    try:
+        return ast.parse(source)
+    except SyntaxError as err:
+        raise MasterError(f"{where}: not valid Python ({err.msg}, line {err.lineno})") from None
+
+
+def _built_name(build: str, check: str, where: str) -> str:
+    """The function or class the build cell defines (the one its check cell passes on, if it
+    defines several): the name the learner's stub has, and the check's verdict names."""
+    defined = [
+        node.name
+        for node in _parse(build, where).body
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+    ]
+    passed = {
+        arg.id
+        for node in ast.walk(_parse(check, where))
+        if isinstance(node, ast.Call)
+        for arg in node.args
+        if isinstance(arg, ast.Name)
+    }
+    chosen = [name for name in defined if name in passed] or defined
+    if len(chosen) != 1:
+        raise MasterError(
+            f"{where}: a `{BUILD_TAG}` cell must define the function or class its check is given "
+            f"(found {', '.join(defined) or 'none'}; the check passes {', '.join(sorted(passed)) or 'none'})"
+        )
+    return chosen[0]
+
+
+def _stubs_inside_functions(stub: str, where: str) -> None:
+    """A stub must raise when the learner's function is called, not when the cell runs: a region
+    at the top of the cell or in a class body would stop Run All there."""
+    tree = _parse(stub, where)
+    bodies = [
+        (node.lineno, node.end_lineno or node.lineno)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+    ]
+    for node in ast.walk(tree):
+        unwritten = isinstance(node, ast.Raise) and "NotImplementedError" in ast.unparse(node)
+        if unwritten and not any(a < node.lineno <= b for a, b in bodies):
+            raise MasterError(
+                f"{where}: the solution region of a `{BUILD_TAG}` cell must sit inside a function "
+                "or method body (its stub would raise as the cell runs and stop Run All)"
+            )
+
+
+def build_check_of(check: str, where: str) -> Any:
+    """The BuildCheck object the check cell calls (`from module import check_x` in the cell)."""
+    tree = _parse(check, where)
+    imported = {
+        alias.asname or alias.name: (node.module, alias.name)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module
+        for alias in node.names
+    }
+    called = [
+        node.func.id
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in imported
+    ]
+    if not called:
+        raise MasterError(
+            f"{where}: a `{CHECK_TAG}` cell must import its check and call it, e.g. "
+            "`from course_lib.exercises.lessons_bert import check_x` then `my_x = check_x(my_x)`"
+        )
+    module, attribute = imported[called[0]]
+    try:
+        check_object = getattr(importlib.import_module(module), attribute)
+    except (ImportError, AttributeError) as err:
+        raise MasterError(f"{where}: cannot import {attribute} from {module} ({err})") from None
+    if not callable(getattr(check_object, "stub_output", None)):
+        raise MasterError(f"{where}: {module}.{attribute} is not a BuildCheck (no stub_output)")
+    return check_object
+
+
+class Build(NamedTuple):
+    """One build cell of a lesson master and the check cell right after it."""
+
+    build: int  # index of the build cell in the notebook
+    check: int  # index of its check cell
+    name: str  # the function or class the cell defines
+    where: str  # "cell N (id)", for messages
+
+    def answer(self, nb: nbformat.NotebookNode) -> str:
+        """The whole build cell, solution included, markers removed."""
+        return strip_markers(nb.cells[self.build].source).strip("\n")
+
+
+def lesson_builds(nb: nbformat.NotebookNode) -> list[Build]:
+    """Every build cell of a lesson master with its check; MasterError names the first cell that
+    is not as the lesson copy needs it (no solution region, no check cell after it, ...)."""
+    code = [i for i, cell in enumerate(nb.cells) if cell.cell_type == "code"]
+    builds = []
+    for position, index in enumerate(code):
+        cell = nb.cells[index]
+        where = f"cell {index + 1} ({cell.get('id', 'no id')})"
+        tags = _tags(cell)
+        if "nbgrader" in cell.metadata:
+            raise MasterError(
+                f"{where}: nbgrader metadata in a lesson master (cells tagged `{BUILD_TAG}`); "
+                "lessons are not graded: remove it"
+            )
+        previous = nb.cells[code[position - 1]] if position else None
+        if CHECK_TAG in tags and (previous is None or BUILD_TAG not in _tags(previous)):
+            raise MasterError(
+                f"{where}: a `{CHECK_TAG}` cell must come right after a `{BUILD_TAG}` cell"
+            )
+        if BUILD_TAG not in tags:
+            if BEGIN in cell.source:
+                raise MasterError(
+                    f"{where}: a solution region in a cell not tagged `{BUILD_TAG}`; tag it, "
+                    "or take the markers out"
+                )
+            continue
+        if BEGIN not in cell.source:
+            raise MasterError(
+                f"{where}: a `{BUILD_TAG}` cell without a solution region; put the answer "
+                f"between `{BEGIN}` and `{END}` lines"
+            )
+        following = code[position + 1] if position + 1 < len(code) else None
+        if following is None or CHECK_TAG not in _tags(nb.cells[following]):
+            raise MasterError(
+                f"{where}: a `{BUILD_TAG}` cell must be followed by its check: the next code "
+                f"cell tagged `{CHECK_TAG}`, calling the check on what this cell defines"
+            )
+        try:
+            stub = stub_source(cell.source)
+        except MasterError as err:
+            raise MasterError(f"{where}: {err}") from None
+        _stubs_inside_functions(stub, where)
+        name = _built_name(cell.source, nb.cells[following].source, where)
+        builds.append(Build(index, following, name, where))
+    return builds
+
+
+def build_answers(master_path: Path) -> dict[str, str]:
+    """name -> the build cell's source with the answer in and the markers out, for each build
+    cell of a lesson master (the tests run the master's answer through its check)."""
+    nb = nbformat.read(master_path, as_version=4)
+    return {b.name: b.answer(nb) for b in lesson_builds(nb)}
+
+
+def lesson_version(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """The lesson copy of a lesson master: each build cell's region a stub (outputs cleared),
+    its check cell's output the check's verdict on that stub, then a closed "Show a solution"
+    markdown cell with the answer (shown, never executed). Cells tagged `instructor` are
+    dropped; every other cell keeps its outputs."""
+    nb = nbformat.from_dict(nb)
+    for b in reversed(lesson_builds(nb)):
+        build, check = nb.cells[b.build], nb.cells[b.check]
+        answer = b.answer(nb)
+        build.source = stub_source(build.source)
+        build.outputs = []
+        build.execution_count = None
+        verdict = build_check_of(check.source, b.where).stub_output(b.name)
+        check.outputs = [nbformat.v4.new_output("stream", name="stdout", text=verdict)]
+        details = nbformat.v4.new_markdown_cell(SOLUTION_DETAILS.format(code=answer))
+        if nb.nbformat_minor >= 5:
+            details.id = f"{check.get('id') or b.name}-solution"[:64]
+        else:
+            details.pop("id", None)
+        nb.cells.insert(b.check + 1, details)
+    nb.cells = [c for c in nb.cells if INSTRUCTOR_TAG not in _tags(c)]
+    return nb
+
+
 def outputs_for(path: Path) -> dict[Path, str]:
+    """The files generated from one master: its copy in the lesson sequence and its solutions."""
     nb = nbformat.read(path, as_version=4)
+    copy = lesson_version(nb) if master_kind(path) == "lesson" else student_version(nb)
     return {
-        student_path(path): nbformat.writes(student_version(nb)) + "\n",
+        student_path(path): nbformat.writes(copy) + "\n",
         solutions_path(path): solutions_markdown(path, nb),
     }
 
@@ -295,11 +532,20 @@ def main(argv: list[str] | None = None) -> int:
         help="lay out a graded nbgrader course directory in DIR (one assignment per chapter; "
         "hidden tests, no pointer to the solutions, an install cell first)",
     )
+    parser.add_argument(
+        "--lesson-masters",
+        action="store_true",
+        help="list the lesson masters, one path a line (CI's .ci/lesson-masters runs them)",
+    )
     args = parser.parse_args(argv)
     if args.nbgrader_course is not None:
         return nbgrader_course(args.nbgrader_course)
+    if args.lesson_masters:
+        for master in lesson_masters():
+            print(master.relative_to(ROOT).as_posix())
+        return 0
     outputs = {}
-    for master in master_notebooks():
+    for master in master_notebooks() + lesson_masters():
         try:
             outputs.update(outputs_for(master))
         except MasterError as err:
