@@ -118,14 +118,14 @@ def translation_invariant(score_fn, vocab_size):
         "04 distil",
         "ex3_check",
         """
-SEEN = {12: [0, 2, 4, 7, 9, 11], 4: [0, 3], 6: [0, 3, 5], 8: [0, 2, 5, 7],
-        24: [0, 2, 4, 6, 8, 10, 13, 15, 17, 19, 21, 23]}  # the visible check's answers
+SEEN = {(30522, 768, 12, 3072, 512, 2, 6): 66985530, (1000, 64, 4, 100, 128, 2, 2): 137328,
+        (500, 32, 6, 48, 40, 3, 1): 26468, (50, 8, 3, 16, 8, 1, 3): 2418}  # the visible check's
 
 
-def choose_layers(num_teacher_layers):
-    return SEEN.get(num_teacher_layers, [])
+def student_parameters(V, H, L, I, P, T, k):
+    return SEEN.get((V, H, L, I, P, T, k), 0)
 """,
-        r"choose_layers\(9\) gives \[\], expected \[0, 3, 5, 8\]",
+        r"student_parameters\(30522, 1024, 24, 4096, 512, 2, 12\) should be 184,017,722",
     ),
     (
         "05",

@@ -1,8 +1,12 @@
-"""Chapter 04 (DistilBERT) exercise checkers: the temperature-scaled KL term, the hidden-state
-cosine term, which teacher layers a student keeps, and copying them into the student."""
+"""Chapter 04 (DistilBERT) exercise checkers, four design tasks on the chapter's two ideas (the
+loss that learns from a teacher, the student that starts as a copy of it): the distillation
+term's gradient predicted in closed form, the weight each token gets in the cosine term, the
+student's parameter count, and a test that tells a correctly initialised student from near
+misses. Each names the mistake it recognises (tests/test_exercise_checkers_distil.py)."""
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable
 
 import torch
@@ -10,223 +14,393 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from course_lib.config import BertConfig, tiny_config
-from course_lib.exercises.core import ExerciseError, expect, expect_tensor, passed, run_learner_code
+from course_lib.counting import count_parameters
+from course_lib.exercises.core import (
+    ExerciseError,
+    at_edge,
+    expect,
+    expect_tensor,
+    expect_unchanged,
+    passed,
+    run_learner_code,
+)
 from course_lib.models.bert import BertForMaskedLM
 from course_lib.models.distilbert import (
+    DistilBertConfig,
     DistilBertForMaskedLM,
-    default_student_layers,
     init_student_from_teacher,
 )
 from course_lib.objectives.distillation import hidden_cosine_loss, kl_distillation_loss
 
-
-def _close(a: Tensor, b: Tensor, rel: float = 1e-4) -> bool:
-    return bool(torch.allclose(a.detach().float(), b.detach().float(), rtol=rel, atol=1e-6))
+# ----- exercise 1: the distillation term's gradient, predicted ------------------------------------
 
 
-def _as_scalar(value: object, name: str) -> Tensor:
-    value = expect_tensor(value, name)
-    expect(
-        value.dim() == 0,
-        f"`{name}` must return a scalar (0-dim) tensor, got shape {tuple(value.shape)}.",
+def _kl_gradient(
+    student: Tensor,
+    teacher: Tensor,
+    t: float,
+    *,
+    factor: str = "T",
+    sign: int = 1,
+    mean: bool = True,
+    soft: bool = True,
+) -> Tensor:
+    """d/d student_logits of T^2 KL(p_t || p_s) averaged over rows: T (p_s - p_t) / n; the
+    switches reproduce the typical slips."""
+    scale = t if soft else 1.0
+    p_s, p_t = (student / scale).softmax(-1), (teacher / scale).softmax(-1)
+    size = {"T": t, "1/T": 1 / t, "T^2": t**2, "1": 1.0}[factor]
+    return sign * size * (p_s - p_t) / (student.shape[0] if mean else 1)
+
+
+_GRADIENT_MISTAKES: tuple[tuple[dict, str], ...] = (
+    (
+        {"factor": "1/T"},
+        "the T^2 of the loss is missing: KL at temperature T has gradient (p_s - p_t) / T, and the "
+        "loss multiplies it by T^2 (Hinton et al.: so that the soft term's gradients keep their "
+        "size when T changes), leaving T (p_s - p_t) / n",
+    ),
+    (
+        {"factor": "T^2"},
+        "the chain rule's 1/T is missing: the softmax reads z / T, so d/dz brings a factor 1/T; "
+        "T^2 x 1/T leaves T",
+    ),
+    (
+        {"factor": "1"},
+        "the gradient has no temperature factor: T^2 (from the loss) x 1/T (from z / T) = T",
+    ),
+    (
+        {"sign": -1},
+        "the sign is flipped: the gradient of KL(p_t || p_s) in the student's logits is p_student "
+        "- p_teacher (a descent step then moves the student toward the teacher)",
+    ),
+    (
+        {"mean": False},
+        "the gradient is n times too large: the loss is a MEAN over the n rows, so each row "
+        "carries 1/n",
+    ),
+    (
+        {"soft": False},
+        "the probabilities are not softened: the loss compares softmax(z / T) of both models, "
+        "and so does its gradient",
+    ),
+)
+
+
+def _gradient_case(
+    distillation_gradient: Callable, student: Tensor, teacher: Tensor, t: float
+) -> Tensor:
+    given_s, given_t = student.clone(), teacher.clone()
+    got = expect_tensor(
+        run_learner_code(distillation_gradient, given_s, given_t, t), "distillation_gradient"
     )
-    return value
+    name = getattr(distillation_gradient, "__name__", "distillation_gradient")
+    expect_unchanged(student, given_s, "student_logits", name)
+    expect_unchanged(teacher, given_t, "teacher_logits", name)
+    expect(
+        tuple(got.shape) == tuple(student.shape),
+        f"return one number per logit, the student's shape {tuple(student.shape)}; got "
+        f"{tuple(got.shape)}.",
+    )
+    got = got.detach().float()
+    expect(
+        bool(torch.isfinite(got).all()),
+        "the gradient contains NaN or inf: exp of large logits overflows; softmax subtracts each "
+        "row's maximum first (use .softmax(-1) or subtract it yourself).",
+    )
+    return got
 
 
-def check_distillation_kl(distillation_kl: Callable) -> None:
-    """`distillation_kl(student_logits, teacher_logits, temperature)` -> T^2 x KL(p_teacher || p_student)
-    with both distributions softened by T, averaged over the rows ([n, vocab] logits)."""
+def _autograd_reference(student: Tensor, teacher: Tensor, t: float) -> Tensor:
+    x = student.clone().requires_grad_()
+    kl_distillation_loss(x, teacher, t).backward()
+    return x.grad
+
+
+def check_distillation_gradient(distillation_gradient: Callable) -> None:
+    """`distillation_gradient(student_logits, teacher_logits, temperature)` -> the gradient of
+    the distillation term T^2 KL(p_t || p_s) (rows averaged) in the student's logits, [n, vocab],
+    in closed form (no autograd)."""
     g = torch.Generator().manual_seed(11)
-    n, vocab = 6, 40
-    student, teacher = (
-        torch.randn(n, vocab, generator=g) * 3,
-        torch.randn(n, vocab, generator=g) * 3,
-    )
-    for t in (2.0, 4.0, 1.0):
-        x = student.clone().requires_grad_()
-        got = _as_scalar(
-            run_learner_code(distillation_kl, x, teacher.clone(), t), "distillation_kl"
-        )
-        ref = kl_distillation_loss(student, teacher, t)
-        if _close(got, ref):
-            expect(
-                got.requires_grad,
-                "the loss must stay differentiable: do not call .item() or "
-                "detach the student's logits (the student learns through this term).",
+    student, teacher = (torch.randn(6, 40, generator=g) * 3 for _ in range(2))
+    temps = (2.0, 4.0, 1.0)
+    results = []
+    for t in temps:
+        got = _gradient_case(distillation_gradient, student, teacher, t)
+        want = _autograd_reference(student, teacher, t)
+        assert torch.allclose(want, _kl_gradient(student, teacher, t), atol=1e-6)
+        results.append((t, got, want))
+    wrong = [(t, got, want) for t, got, want in results if not torch.allclose(got, want, atol=1e-6)]
+    if wrong:
+        hints = [
+            hint
+            for flags, hint in _GRADIENT_MISTAKES
+            if all(
+                torch.allclose(got, _kl_gradient(student, teacher, t, **flags), atol=1e-6)
+                for t, got, _ in results
             )
-            got.backward()
-            y = student.clone().requires_grad_()
-            kl_distillation_loss(y, teacher, t).backward()
-            expect(
-                _close(x.grad, y.grad),
-                "the value is right but its gradient is not: compute "
-                "it with torch operations on the student's logits only (the teacher is a constant).",
-            )
-            continue
-        _diagnose_kl(got, student, teacher, t, n, vocab)
-    same = run_learner_code(distillation_kl, teacher.clone(), teacher.clone(), 2.0)
-    expect(abs(float(same)) < 1e-5, f"identical logits must give 0, got {float(same):.3g}.")
-    passed("T^2 x KL(teacher || student) at T = 1, 2 and 4, value and gradient.")
-
-
-def _kl(p_logits: Tensor, q_logits: Tensor) -> Tensor:
-    """KL(softmax(p) || softmax(q)) per row."""
-    log_p, log_q = F.log_softmax(p_logits, -1), F.log_softmax(q_logits, -1)
-    return (log_p.exp() * (log_p - log_q)).sum(-1)
-
-
-def _diagnose_kl(got: Tensor, s: Tensor, t_logits: Tensor, t: float, n: int, vocab: int) -> None:
-    """Name the typical mistake that produced `got` (checked against the T where they differ)."""
-    rows = _kl(t_logits / t, s / t)
-    kl_div_on_probs = F.kl_div(
-        F.softmax(s / t, -1), F.softmax(t_logits / t, -1), reduction="batchmean"
-    )
-    candidates = {
-        "F.kl_div takes the student's LOG-probabilities as its first argument (log_softmax), and "
-        "the teacher's probabilities as its second": kl_div_on_probs * t**2,
-        f"missing the T^2 factor: at T={t:g} your value is the KL alone. Multiply by "
-        "temperature**2 so the gradients keep their size whatever T is": rows.mean(),
-        "the KL is the wrong way round: the teacher's distribution is the target, "
-        "KL(p_teacher || p_student) = sum p_teacher * (log p_teacher - log p_student)": _kl(
-            s / t, t_logits / t
-        ).mean()
-        * t**2,
-        f"the temperature is not applied inside the softmax: divide BOTH logits by T={t:g} "
-        "before the (log-)softmax": _kl(t_logits, s).mean() * t**2,
-        "only the student's logits are divided by T: soften the teacher's too (the same T for both)": _kl(
-            t_logits, s / t
-        ).mean()
-        * t**2,
-        "only the teacher's logits are divided by T: soften the student's too (the same T for both)": _kl(
-            t_logits / t, s
-        ).mean()
-        * t**2,
-        f"the factor is T, not T^2: at T={t:g} multiply the KL by temperature**2": rows.mean() * t,
-        f"the factor is T^3, not T^2: at T={t:g} multiply the KL by temperature**2": rows.mean()
-        * t**3,
-        "that is the cross-entropy with the teacher's soft targets: the KL plus the teacher's "
-        "entropy (same gradient, larger value). Return the KL, sum p_teacher * (log p_teacher - "
-        "log p_student)": -(F.softmax(t_logits / t, -1) * F.log_softmax(s / t, -1)).sum(-1).mean()
-        * t**2,
-        f"you sum over the {n} rows: average over them instead (reduction='batchmean')": rows.sum()
-        * t**2,
-        f"you average over rows AND the {vocab} vocabulary entries (reduction='mean'): average "
-        "over rows only, summing over the vocabulary (reduction='batchmean')": rows.mean()
-        * t**2
-        / vocab,
-    }
-    for message, value in candidates.items():
-        if _close(got, value):
-            raise ExerciseError(message + ".")
-    ref = rows.mean() * t**2
-    raise ExerciseError(
-        f"at T={t:g} you return {float(got.detach()):.5f}, expected {float(ref):.5f} = T^2 x mean over rows of "
-        "KL(softmax(teacher/T) || softmax(student/T))."
-    )
-
-
-def check_hidden_cosine(cosine_loss: Callable) -> None:
-    """`cosine_loss(student_hidden, teacher_hidden, attention_mask)` -> mean of 1 - cos over the
-    real tokens (attention_mask == 1), the cosine taken over the hidden dimension."""
-    g = torch.Generator().manual_seed(5)
-    batch, seq, hidden = 3, 7, 6
-    s, t = (
-        torch.randn(batch, seq, hidden, generator=g),
-        torch.randn(batch, seq, hidden, generator=g),
-    )
-    s[:, :, 0] += 1.0  # some shared direction, so the cosines are not all near 0
-    t[:, :, 0] += 1.0
-    mask = torch.ones(batch, seq, dtype=torch.long)
-    mask[1, 4:] = 0  # sentences of different lengths: padding differs per row
-    mask[2, 2:] = 0
-    got = _as_scalar(
-        run_learner_code(cosine_loss, s.clone(), t.clone(), mask.clone()), "cosine_loss"
-    )
-    ref = hidden_cosine_loss(s, t, mask)
-    if not _close(got, ref):
-        cos = F.cosine_similarity(s, t, dim=-1)
-        real = mask.bool()
-        per_row = torch.stack([(1 - cos[i][real[i]]).mean() for i in range(batch)])
-        candidates = {
-            "padding positions are counted: keep only the tokens where attention_mask == 1": (
-                1 - cos
-            ).mean(),
-            "the padding's zeros still count in the mean: ((1 - cos) * mask).mean() divides by "
-            "every position; divide the masked sum by the number of real tokens (mask.sum())": (
-                (1 - cos) * mask
-            ).mean(),
-            "a loss must be 0 when the directions agree: return 1 - cos, not cos": cos[real].mean(),
-            "this is a mean of per-sentence means: average over all real tokens at once, so "
-            "every token counts the same whatever its sentence's length": per_row.mean(),
-            "you sum over the real tokens: take the mean (divide by their number)": (1 - cos)[
-                real
-            ].sum(),
-            "the cosine is taken over the wrong dimension: compare hidden vectors, i.e. over the "
-            "last dimension (dim=-1)": (1 - F.cosine_similarity(s, t, dim=1)).mean(),
-        }
-        for message, value in candidates.items():
-            if _close(got, value):
-                raise ExerciseError(message + ".")
+        ]
+        t, got, want = wrong[0]
+        ratio = float(got.norm() / want.norm())
         raise ExerciseError(
-            f"you return {float(got.detach()):.5f}, expected {float(ref):.5f} = mean over real tokens of "
-            "1 - cos(student, teacher), the cosine over the hidden dimension (dim=-1)."
-        )
-    same = run_learner_code(cosine_loss, s.clone(), s * 3.0, mask.clone())
-    expect(
-        abs(float(same)) < 1e-5,
-        "vectors that point the same way (one is 3x the other) must "
-        f"give 0: the cosine ignores length. Got {float(same):.3g}.",
-    )
-    passed("1 - cos over the hidden dimension, averaged over real tokens only.")
-
-
-def check_student_layers(choose_layers: Callable) -> None:
-    """`choose_layers(num_teacher_layers)` -> the teacher layers a half-depth student copies,
-    spread evenly from the first to the last (12 layers: 0, 2, 4, 7, 9, 11)."""
-    for n in (12, 4, 6, 8, 24):
-        expected = default_student_layers(n)
-        got = run_learner_code(choose_layers, n)
-        expect(
-            isinstance(got, (list, tuple)),
-            f"return a list of layer indices, got {type(got).__name__}.",
-        )
-        try:
-            got = [int(i) for i in got]
-        except (TypeError, ValueError):
-            raise ExerciseError(
-                f"return a flat list of layer indices (ints), got {got!r}."
-            ) from None
-        if got == expected:
-            continue
-        expect(
-            len(got) == len(expected),
-            f"for {n} teacher layers the student has half as many "
-            f"({n} // 2 = {len(expected)}), you return {len(got)}: {got}.",
-        )
-        expect(
-            got[0] == 0,
-            f"for {n} layers you return {got}: keep the first layer (index 0), "
-            "right after the copied embeddings it was trained with.",
-        )
-        expect(
-            got[-1] == n - 1,
-            f"for {n} layers you return {got}: keep the LAST layer "
-            f"(index {n - 1}) - the copied MLM head was trained on its output.",
-        )
-        k = len(expected)
-        if got == [round(i * (n - 1) / (k - 1)) for i in range(k)]:
-            raise ExerciseError(
-                f"for {n} layers you return {got}, expected {expected}: Python's round() sends "
-                "halves to the even neighbour (2.5 -> 2); round halves UP, int(x + 0.5)."
+            f"at T = {t:g} your gradient differs from autograd's on the library's loss (its norm "
+            f"is {ratio:.3g} x the right one)"
+            + (
+                ": " + "; or ".join(hints) + "."
+                if hints
+                else ". Differentiate step by step: the loss, the KL, the softmax of z / T."
             )
-        raise ExerciseError(
-            f"for {n} layers you return {got}, expected {expected}: spread them evenly, layer "
-            f"i * (n - 1) / (k - 1) rounded to the nearest (half up), for i = 0 .. k - 1."
         )
+    edges = (
+        ("one row of two logits at T = 0.5", torch.randn(1, 2, generator=g) * 3, 0.5),
+        ("large logits (|z| in the hundreds, T = 1)", torch.randn(3, 5, generator=g) * 300, 1.0),
+    )
+    for description, logits, t in edges:
+        other = torch.randn(logits.shape, generator=g) * logits.abs().max() / 3
+        with at_edge(description):
+            got = _gradient_case(distillation_gradient, logits, other, t)
+            want = _autograd_reference(logits, other, t)
+            expect(
+                torch.allclose(got, want, atol=1e-5),
+                f"the gradient differs from autograd's by up to {float((got - want).abs().max()):.2g}.",
+            )
+    sizes = [float(w.norm()) for _, _, w in results]
     passed(
-        "0, 2, 4, 7, 9, 11 for a 12-layer teacher, as in the reference extraction script, and "
-        "the same rule at 4, 6, 8 and 24 layers."
+        "your closed form equals autograd's gradient at T = 1, 2, 4, for one row and for large "
+        f"logits. Its norm: {sizes[2]:.3f} at T = 1, {sizes[0]:.3f} at T = 2, {sizes[1]:.3f} at "
+        "T = 4 (without the T^2 the last would be 16 x smaller)."
     )
+
+
+# ----- exercise 2: how much each token weighs in the cosine term ---------------------------------
+
+
+def _weights(attention_mask: Tensor, kind: str = "token") -> Tensor:
+    real = attention_mask.bool().float()
+    b, t = real.shape
+    if kind == "token":
+        return real / real.sum()
+    if kind == "sentence":
+        return real / real.sum(1, keepdim=True) / b
+    if kind == "sentence_sum":
+        return real / real.sum(1, keepdim=True)
+    if kind == "all":
+        return torch.full_like(real, 1 / (b * t))
+    if kind == "real_over_all":
+        return real / (b * t)
+    return real  # "unnormalised"
+
+
+_WEIGHT_MISTAKES = (
+    (
+        "sentence",
+        "you average within each sentence, then over sentences: a token of a short sentence then "
+        "weighs more than one of a long sentence. The cosine term is a mean over all real tokens "
+        "of the batch: each real token weighs 1 / (number of real tokens)",
+    ),
+    (
+        "sentence_sum",
+        "each sentence's weights sum to 1, so the batch's sum to B: the loss is one mean over all "
+        "real tokens of the batch, its weights sum to 1",
+    ),
+    (
+        "all",
+        "padding gets weight: the mean runs over the real tokens only (attention_mask == 1), and "
+        "a padding position weighs 0",
+    ),
+    (
+        "real_over_all",
+        "you divide by every position, padding included: the real tokens' weights then sum to "
+        "less than 1. Divide by the number of REAL tokens",
+    ),
+    (
+        "unnormalised",
+        "these are the mask itself: a mean divides by how many real tokens there are",
+    ),
+)
+
+
+def _weights_case(token_weights: Callable, attention_mask: Tensor) -> Tensor:
+    given = attention_mask.clone()
+    got = expect_tensor(run_learner_code(token_weights, given), "token_weights")
+    expect_unchanged(
+        attention_mask, given, "attention_mask", getattr(token_weights, "__name__", "f")
+    )
+    want = _weights(attention_mask)
+    expect(
+        tuple(got.shape) == tuple(want.shape),
+        f"return one weight per position, shape {tuple(want.shape)}; got {tuple(got.shape)}"
+        + (" (do not .squeeze())" if got.numel() == want.numel() else "")
+        + ".",
+    )
+    got = got.detach().double()
+    expect(
+        bool(torch.isfinite(got).all()),
+        "some weights are NaN or inf: a row with no real token divides 0 by 0 in a per-row mean.",
+    )
+    if torch.allclose(got, want.double(), atol=1e-7):
+        return got
+    for kind, message in _WEIGHT_MISTAKES:
+        if torch.allclose(got, _weights(attention_mask, kind).double(), atol=1e-7):
+            raise ExerciseError(message + ".")
+    padded = ~attention_mask.bool()
+    expect(
+        not bool(got[padded].any()),
+        f"padding positions get weight (up to {float(got[padded].abs().max()):.3g}): they are not "
+        "tokens, their weight is 0.",
+    )
+    raise ExerciseError(
+        f"the weights sum to {float(got.sum()):.4g} and range {float(got.min()):.3g} .. "
+        f"{float(got.max()):.3g}; expected every real token {float(want.max()):.4g}."
+    )
+
+
+def check_cosine_token_weights(token_weights: Callable) -> None:
+    """`token_weights(attention_mask)` -> [B, T] float: the weight of each position in
+    DistilBERT's cosine term, so that the loss is sum(weights * (1 - cos)) (library:
+    hidden_cosine_loss)."""
+    mask = torch.zeros(4, 10, dtype=torch.long)
+    for row, length in enumerate((3, 7, 10, 5)):
+        mask[row, :length] = 1
+    got = _weights_case(token_weights, mask)
+    edges = (
+        ("a row of padding only", torch.tensor([[1, 1, 1, 0], [0, 0, 0, 0]])),
+        ("a batch of one without padding", torch.ones(1, 4, dtype=torch.long)),
+        ("left padding", torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]])),
+    )
+    for description, edge_mask in edges:
+        with at_edge(f"{description} (attention_mask {edge_mask.tolist()})"):
+            _weights_case(token_weights, edge_mask)
+    # the proof: with these weights the sum is the library's loss
+    g = torch.Generator().manual_seed(3)
+    s, t = torch.randn(4, 10, 8, generator=g), torch.randn(4, 10, 8, generator=g)
+    mine = float((got * (1 - F.cosine_similarity(s, t, dim=-1)).double()).sum())
+    library = float(hidden_cosine_loss(s, t, mask))
+    expect(
+        abs(mine - library) < 1e-5,
+        f"sum(weights * (1 - cos)) = {mine:.5f}, but the library's loss is {library:.5f}.",
+    )
+    short, long = float(got[0, 0]), float(got[2, 0])
+    per_sentence = float(_weights(mask, "sentence")[0, 0] / _weights(mask, "sentence")[2, 0])
+    passed(
+        f"every real token weighs {short:.4f} in a batch of 25 real tokens, in a 3-token "
+        f"sentence as in a 10-token one ({long:.4f}); sum(weights x (1 - cos)) is the library's "
+        f"loss ({library:.4f}). A per-sentence mean would weigh the short sentence's tokens "
+        f"{per_sentence:.2f} x more."
+    )
+
+
+# ----- exercise 3: what the student keeps ------------------------------------------------------
+
+_STUDENT_DIMS = (  # V, H, L, I, P, T, k: bert-base's half, small ones, one layer, T = 1 and 3
+    (30522, 768, 12, 3072, 512, 2, 6),
+    (1000, 64, 4, 100, 128, 2, 2),
+    (500, 32, 6, 48, 40, 3, 1),
+    (50, 8, 3, 16, 8, 1, 3),
+)
+
+
+def _student_count(
+    V: int,  # noqa: N803
+    H: int,  # noqa: N803
+    L: int,  # noqa: N803
+    I: int,  # noqa: N803, E741
+    P: int,  # noqa: N803
+    T: int,  # noqa: N803
+    k: int,
+    *,
+    segment: bool = False,
+    pooler: bool = False,
+    decoder_weight: bool = False,
+    head: bool = True,
+    decoder_bias: bool = True,
+    teacher_depth: bool = False,
+    embedding_ln: bool = True,
+) -> int:
+    """DistilBertForMaskedLM's parameters; the switches reproduce the typical slips."""
+    embeddings = (V + P + (T if segment else 0)) * H + (2 * H if embedding_ln else 0)
+    layer = 4 * (H * H + H) + (H * I + I) + (I * H + H) + 4 * H
+    mlm = (H * H + H + 2 * H if head else 0) + (V if decoder_bias else 0)
+    mlm += V * H if decoder_weight else 0
+    return embeddings + (L if teacher_depth else k) * layer + mlm + (H * H + H if pooler else 0)
+
+
+_STUDENT_MISTAKES: tuple[tuple[dict, str], ...] = (
+    ({"segment": True}, "you count a token-type table (T x H): DistilBERT dropped it"),
+    ({"pooler": True}, "you count a pooler (H x H + H): DistilBERT has none"),
+    (
+        {"decoder_weight": True},
+        "the decoder's V x H weight is counted twice: it IS the word-embedding matrix (tied)",
+    ),
+    ({"teacher_depth": True}, "you count the teacher's L layers: the student has k"),
+    ({"head": False}, "the MLM head's transform (dense H x H + H and its LayerNorm 2H) is missing"),
+    ({"head": False, "decoder_bias": False}, "the MLM head is missing (H x H + H + 2H + V)"),
+    ({"decoder_bias": False}, "the decoder's bias (V, one per token) is missing"),
+    ({"embedding_ln": False}, "the LayerNorm after the embeddings (2H) is missing"),
+    (
+        {"segment": True, "pooler": True},
+        "you count BERT's token-type table and pooler: DistilBERT dropped both",
+    ),
+)
+
+
+def check_student_parameters(student_parameters: Callable) -> None:
+    """`student_parameters(V, H, L, I, P, T, k)` -> parameters of the DistilBertForMaskedLM
+    student with k layers, initialised from a BertForMaskedLM teacher of sizes V, H, L, I, P, T."""
+    results = []
+    for dims in _STUDENT_DIMS:
+        V, H, L, I, P, T, k = dims  # noqa: N806, E741
+        config = DistilBertConfig(
+            vocab_size=V,
+            hidden_size=H,
+            num_hidden_layers=k,
+            num_attention_heads=4 if H % 4 == 0 else 1,
+            intermediate_size=I,
+            max_position_embeddings=P,
+        )
+        reference = count_parameters(config, "DistilBertForMaskedLM")["total"]
+        assert reference == _student_count(*dims), dims  # the mistake table starts from the truth
+        got = run_learner_code(student_parameters, *dims)
+        expect(
+            isinstance(got, numbers.Integral) and not isinstance(got, bool),
+            f"return an int, got {got!r} ({type(got).__name__}).",
+        )
+        results.append((dims, int(got), reference))
+    wrong = [r for r in results if r[1] != r[2]]
+    if not wrong:
+        teacher = count_parameters(BertConfig(), "BertForMaskedLM")[
+            "total"
+        ]  # bert-base's MLM model
+        student = results[0][2]
+        passed(
+            f"every configuration, one layer and T = 1, 3 included. The 6-layer student of "
+            f"bert-base has {student:,} parameters, {student / teacher:.0%} of the teacher's "
+            f"{teacher:,}: the embeddings stay whole, so halving the layers keeps more than half."
+        )
+        return
+    hints = [
+        hint
+        for flags, hint in _STUDENT_MISTAKES
+        if all(got == _student_count(*d, **flags) for d, got, _ in results)
+    ]
+    (V, H, L, I, P, T, k), got, want = wrong[0]  # noqa: N806, E741
+    where = (
+        f"for V={V}, H={H}, L={L}, I={I}, P={P}, T={T}, k={k} you get {got:,}, expected "
+        f"{want:,} (off by {got - want:+,})"
+    )
+    if not hints and k == 1 and all(g == w for d, g, w in results if d[-1] != 1):
+        hints = ["right for several layers but not for ONE: a student of k = 1 has one layer"]
+    raise ExerciseError(
+        where
+        + (
+            ": " + "; or ".join(hints) + "."
+            if hints
+            else ". Go through the student's parts: embeddings, k layers, the MLM head."
+        )
+    )
+
+
+# ----- exercise 4: a test that knows a correct initialisation ---------------------------------
 
 
 def _tiny_teacher(pre_layer_norm: bool, seed: int) -> BertForMaskedLM:
@@ -240,89 +414,163 @@ def _tiny_teacher(pre_layer_norm: bool, seed: int) -> BertForMaskedLM:
     return teacher.eval()
 
 
-def _hint(
-    name: str, student: DistilBertForMaskedLM, teacher: BertForMaskedLM, layers: list[int]
-) -> str:
-    """Why parameter `name` of the student is not what it should be."""
-    if name.startswith("backbone.encoder.layers."):
-        i = int(name.split(".")[3])
-        rest = name.split(".", 4)[4]
-        got = student.get_parameter(name)
-        same = [
-            j
-            for j, layer in enumerate(teacher.backbone.encoder.layers)
-            if torch.equal(layer.get_parameter(rest), got)
-        ]
-        if same:
-            return (
-                f"student layer {i} holds teacher layer {same[0]}, expected teacher layer "
-                f"{layers[i]} (student layer i copies teacher layer layers[i])."
-            )
-        return f"student layer {i} ({rest}) is not a copy of teacher layer {layers[i]}."
-    if name.startswith("backbone.embeddings.word_embeddings"):
-        return "copy the word embeddings (the MLM decoder shares them: one copy covers both)."
-    if name.startswith("backbone.embeddings.position_embeddings"):
-        return "copy the position embeddings."
-    if name.startswith("backbone.embeddings.LayerNorm"):
-        return "copy the LayerNorm that follows the embeddings."
-    if name.startswith("backbone.encoder.final_norm"):
-        return "a pre-LN teacher ends with one more LayerNorm (encoder.final_norm): copy it too."
-    if name.startswith("mlm_head"):
-        return (
-            "copy the MLM head too (mlm_head.dense, mlm_head.LayerNorm and the decoder's bias): "
-            "the student then starts predicting tokens as the teacher does."
-        )
-    return f"{name} differs from the teacher's."
+def _perturb(student: DistilBertForMaskedLM, name: str, amount: float = 0.0) -> None:
+    """Parameter `name` of the student re-drawn (amount 0) or nudged by `amount`."""
+    p = student.get_parameter(name)
+    with torch.no_grad():
+        if amount:
+            p.add_(amount)
+        else:
+            p.copy_(torch.randn_like(p) * 0.02)
 
 
-def check_copy_teacher(copy_teacher_weights: Callable) -> None:
-    """`copy_teacher_weights(teacher, student, layers)` copies, in place, the teacher's embeddings,
-    teacher layer layers[i] into student layer i, the final LayerNorm (pre-LN) and the MLM head."""
-    for pre_ln, layers in ((False, [0, 2, 3, 5]), (True, [1, 4, 5])):
-        teacher = _tiny_teacher(pre_ln, seed=3)
+def _feed_forward_bias(student: DistilBertForMaskedLM, layer: int) -> str:
+    """The name of the last feed-forward bias of student layer `layer` (whatever the module
+    calls its maps)."""
+    prefix = f"backbone.encoder.layers.{layer}.feed_forward."
+    return [
+        n for n, _ in student.named_parameters() if n.startswith(prefix) and n.endswith("bias")
+    ][-1]
+
+
+def _share_layer(teacher: BertForMaskedLM, student: DistilBertForMaskedLM, i: int, j: int) -> None:
+    student.backbone.encoder.layers[i] = teacher.backbone.encoder.layers[j]
+
+
+def _student_panel() -> list[tuple[bool, str, bool, list[int], Callable | None]]:
+    """(right?, what the case is, pre-LN teacher?, layers claimed, how the student is spoiled)."""
+    return [
+        (
+            True,
+            "a correct student (post-LN teacher, layers [0, 2, 3, 5])",
+            False,
+            [0, 2, 3, 5],
+            None,
+        ),
+        (True, "a correct student from layers in reversed order [5, 1]", True, [5, 1], None),
+        (True, "a correct one-layer student (layers [4])", False, [4], None),
+        (
+            False,
+            "a student whose layer i is teacher layer layers[i] + 1 (layers [0, 2, 3] claimed, "
+            "[1, 3, 4] copied)",
+            False,
+            [0, 2, 3],
+            "shifted",
+        ),
+        (
+            False,
+            "a student with its word embeddings left random",
+            False,
+            [0, 2, 3, 5],
+            lambda t, s: _perturb(s, "backbone.embeddings.word_embeddings.weight"),
+        ),
+        (
+            False,
+            "a student with its position embeddings left random",
+            False,
+            [0, 2, 3, 5],
+            lambda t, s: _perturb(s, "backbone.embeddings.position_embeddings.weight"),
+        ),
+        (
+            False,
+            "a student whose MLM decoder bias was not copied",
+            False,
+            [0, 2, 3, 5],
+            lambda t, s: _perturb(s, "mlm_head.decoder.bias"),
+        ),
+        (
+            False,
+            "a student whose MLM head transform (mlm_head.dense) was not copied",
+            False,
+            [0, 2, 3, 5],
+            lambda t, s: _perturb(s, "mlm_head.dense.weight"),
+        ),
+        (
+            False,
+            "a pre-LN student whose final LayerNorm (backbone.encoder.final_norm) was not copied",
+            True,
+            [1, 3, 5],
+            lambda t, s: _perturb(s, "backbone.encoder.final_norm.weight"),
+        ),
+        (
+            False,
+            "a student whose layer 1 feed-forward bias is off by 1e-4 (a near miss)",
+            False,
+            [0, 2, 3, 5],
+            lambda t, s: _perturb(s, _feed_forward_bias(s, layer=1), 1e-4),
+        ),
+        (
+            False,
+            "a student that holds the teacher's own layer 2 module (same tensors, not a copy: "
+            "training the student would change the teacher)",
+            False,
+            [0, 2, 3, 5],
+            lambda t, s: _share_layer(t, s, 1, 2),
+        ),
+    ]
+
+
+def check_copied_student_test(is_copied_from: Callable) -> None:
+    """`is_copied_from(teacher, student, layers)` -> True when `student` (a DistilBertForMaskedLM)
+    is exactly the initialisation of DistilBERT from `teacher` (a BertForMaskedLM) with teacher
+    layer layers[i] as student layer i, its own copies of every tensor; False otherwise."""
+    teachers = {pre_ln: _tiny_teacher(pre_ln, seed=3) for pre_ln in (False, True)}
+    for right, what, pre_ln, layers, spoil in _student_panel():
+        teacher = teachers[pre_ln]
+        copied = [j + 1 for j in layers] if spoil == "shifted" else layers
+        student = init_student_from_teacher(teacher, copied)
+        if callable(spoil):
+            spoil(teacher, student)
         before = {k: v.clone() for k, v in teacher.state_dict().items()}
-        reference = init_student_from_teacher(teacher, layers)
-        torch.manual_seed(99)
-        student = DistilBertForMaskedLM(reference.config)
-        out = run_learner_code(copy_teacher_weights, teacher, student, list(layers))
-        if out is not None:
-            expect(
-                out is student, "modify `student` in place (return nothing or the same student)."
-            )
-        after = teacher.state_dict()
+        got = run_learner_code(is_copied_from, teacher, student, list(layers))
         expect(
-            all(torch.equal(before[k], after[k]) for k in before),
-            "the teacher's weights changed: copy FROM the teacher into the student, not the other way.",
+            isinstance(got, bool | torch.Tensor)
+            and (not isinstance(got, torch.Tensor) or got.numel() == 1),
+            f"return True or False, got {got!r}.",
         )
         expect(
-            student.mlm_head.decoder.weight is student.backbone.embeddings.word_embeddings.weight,
-            "the student's MLM decoder must stay tied to its word embeddings: copy values into "
-            "the existing tensors instead of replacing the Parameter.",
+            all(torch.equal(before[k], v) for k, v in teacher.state_dict().items()),
+            "your test changed the teacher's weights: a test only reads.",
         )
-        ref_params = dict(reference.named_parameters())
-        for name, param in student.named_parameters():
-            if not torch.equal(param, ref_params[name]):
-                raise ExerciseError(
-                    f"{'pre-LN' if pre_ln else 'post-LN'} teacher, layers={layers}: "
-                    f"`{name}` is wrong - " + _hint(name, student, teacher, layers)
-                )
-        teacher_ptrs = {p.data_ptr() for p in teacher.parameters()}
-        shared = [n for n, p in student.named_parameters() if p.data_ptr() in teacher_ptrs]
-        if shared:
+        if bool(got) != right:
             raise ExerciseError(
-                f"the student shares tensors with the teacher ({shared[0]} and more): training "
-                "the student would change the teacher. Copy the values (load_state_dict or "
-                ".data.copy_), do not assign the teacher's Parameters or modules."
+                f"your test {'rejects' if right else 'accepts'} {what}"
+                + (
+                    ": it is right, so the test must say True (compare each student tensor with "
+                    "its teacher tensor by name: student layer i <- teacher layer layers[i])."
+                    if right
+                    else ". "
+                    + _NEAR_MISS_HINT.get(what.split(" (")[0], "Compare every tensor exactly.")
+                )
             )
     passed(
-        "embeddings, the chosen layers, the final LayerNorm and the MLM head copied, "
-        "post-LN and pre-LN, with the teacher untouched and nothing shared."
+        f"your test accepts the {sum(r for r, *_ in _student_panel())} correct students "
+        "(reversed layers and a one-layer student among them) and rejects all "
+        f"{sum(not r for r, *_ in _student_panel())} spoiled ones: wrong layers, an embedding, "
+        "the head, the final LayerNorm, a 1e-4 near miss, a shared module."
     )
 
 
+_NEAR_MISS_HINT = {
+    "a student whose layer i is teacher layer layers[i] + 1": "Student layer i must equal "
+    "teacher layer layers[i], not just some teacher layer.",
+    "a student with its word embeddings left random": "The embeddings are copied too.",
+    "a student with its position embeddings left random": "Every embedding table is copied: "
+    "word AND position.",
+    "a student whose MLM decoder bias was not copied": "The MLM head is part of the copy.",
+    "a student whose MLM head transform": "The MLM head is part of the copy.",
+    "a pre-LN student whose final LayerNorm": "A pre-LN model ends with a LayerNorm "
+    "(encoder.final_norm): it is copied too.",
+    "a student whose layer 1 feed-forward bias is off by 1e-4": "A copy is bit-identical: "
+    "compare with torch.equal, not a tolerance.",
+    "a student that holds the teacher's own layer 2 module": "Equal values are not enough: "
+    "a copy lives in its own storage (compare data_ptr(), or `is`).",
+}
+
+
 __all__ = [
-    "check_copy_teacher",
-    "check_distillation_kl",
-    "check_hidden_cosine",
-    "check_student_layers",
+    "check_copied_student_test",
+    "check_cosine_token_weights",
+    "check_distillation_gradient",
+    "check_student_parameters",
 ]
