@@ -13,9 +13,9 @@ from course_lib.exercises.roberta import (
     check_document_attention_mask,
     check_dynamic_collator,
     check_from_byte_symbols,
-    check_gradient_accumulation,
+    check_loss_scales,
     check_packed_position_ids,
-    check_to_byte_symbols,
+    check_safe_cuts,
     reference_packed_position_ids,
 )
 from course_lib.objectives.masking import MaskingConfig, build_special_tokens_mask, mask_tokens
@@ -285,68 +285,119 @@ def test_document_mask_rejects_typical_mistakes(wrong, message):
         check_document_attention_mask(wrong)
 
 
-# ----- gradient accumulation ---------------------------------------------------------------------
+# ----- exercise 4: the loss scales of gradient accumulation --------------------------------------
 
 
-def weighted(model, micro_batches):
-    total = sum(int((m["labels"] != -100).sum()) for m in micro_batches)
-    for m in micro_batches:
-        n = int((m["labels"] != -100).sum())
-        (model(**m).loss * n / total).backward()
+def good_scales(labels, reduction):
+    counts = [int((x != -100).sum()) for x in labels]
+    total = sum(counts)
+    if reduction == "mean":
+        return [n / total for n in counts]  # an empty micro-batch gets 0.0: skipped
+    return [1 / total] * len(counts)
 
 
-def naive(model, micro_batches):
-    for m in micro_batches:
-        (model(**m).loss / len(micro_batches)).backward()
+def scales_by_rows(labels, reduction):
+    rows = [x.shape[0] for x in labels]
+    return [r / sum(rows) for r in rows] if reduction == "mean" else good_scales(labels, reduction)
 
 
-def summed(model, micro_batches):
-    for m in micro_batches:
-        model(**m).loss.backward()
+def scales_empty_equal(labels, reduction):
+    """Right, except that an empty micro-batch gets 1 / k instead of 0."""
+    counts = [int((x != -100).sum()) for x in labels]
+    if reduction == "mean":
+        return [n / sum(counts) if n else 1 / len(counts) for n in counts]
+    return good_scales(labels, reduction)
 
 
-def zeroes_between(model, micro_batches):
-    for m in micro_batches:
-        model.zero_grad()
-        (model(**m).loss / len(micro_batches)).backward()
+def scales_in_place(labels, reduction):
+    out = good_scales(labels, reduction)
+    for x in labels:
+        x[x == -100] = 0
+    return out
 
 
-def test_gradient_accumulation_accepts_token_weighting(capsys):
-    check_gradient_accumulation(weighted)
-    assert "naive average" in capsys.readouterr().out
+def test_loss_scales_checker_accepts_token_weighting(capsys):
+    check_loss_scales(good_scales)
+    assert "equal weights would be off by" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(
     "wrong, message",
     [
         (stub, "not implemented yet"),
-        (naive, "averaged the micro-batch losses equally"),
-        (summed, "too large"),
-        (zeroes_between, "do not zero the gradients"),
-        (lambda model, mb: None, "no gradients"),
+        (lambda labels, r: [1 / len(labels)] * len(labels), "weight every micro-batch equally"),
+        (scales_by_rows, "you weight by rows"),
+        (
+            lambda labels, r: [float((x != -100).sum()) for x in labels],
+            "the token counts n_i themselves",
+        ),
+        (
+            lambda labels, r: good_scales(labels, "sum" if r == "mean" else "mean"),
+            "scale for summed losses",
+        ),
+        (
+            lambda labels, r: good_scales(labels, "mean") if r == "sum" else good_scales(labels, r),
+            "counts the tokens of large micro-batches twice",
+        ),
+        (
+            lambda labels, r: [1.0] * len(labels) if r == "sum" else good_scales(labels, r),
+            "N times the big batch",
+        ),
+        (scales_empty_equal, "no masked token.*scale 0.0"),
+        (scales_in_place, r"inputs left unmodified.*modified its input `micro_batch_labels`"),
+        (lambda labels, r: good_scales(labels, r)[:1], "one scale per micro-batch"),
     ],
 )
-def test_gradient_accumulation_rejects_typical_mistakes(wrong, message):
+def test_loss_scales_checker_names_the_mistake(wrong, message):
     with pytest.raises(ExerciseError, match=message):
-        check_gradient_accumulation(wrong)
+        check_loss_scales(wrong)
 
 
-# ----- exercises 5 and 6: byte-level symbols -------------------------------------------------------------
+def test_loss_scales_for_one_micro_batch_is_one():
+    """The edge where accumulation disappears: a single micro-batch keeps its loss as it is."""
+
+    def one_is_half(labels, r):
+        return [0.5] if len(labels) == 1 else good_scales(labels, r)
+
+    with pytest.raises(ExerciseError, match=r"ONE micro-batch.*expected \[1.0\]"):
+        check_loss_scales(one_is_half)
+
+
+# ----- exercises 5 and 6: where a byte-level token may end, and back to text ------------------------
 
 TABLE = bytes_to_unicode()
 INVERSE = {c: b for b, c in TABLE.items()}
 
 
-def good_to_symbols(text):
-    return "".join(TABLE[b] for b in text.encode("utf-8"))
+def good_cuts(symbols):
+    data = [INVERSE[c] for c in symbols]
+    return [i for i in range(1, len(data)) if data[i] & 0xC0 != 0x80]
+
+
+def cuts_by_symbol(symbols):
+    return [i for i in range(1, len(symbols)) if ord(symbols[i]) < 128]
+
+
+def cuts_by_ascii_byte(symbols):
+    return [i for i in range(1, len(symbols)) if INVERSE[symbols[i]] < 128]
+
+
+def cuts_by_characters(symbols):
+    return list(range(1, len(good_from_symbols(symbols))))
+
+
+def cuts_with_ends(symbols):
+    return [0, *good_cuts(symbols), len(symbols)]
+
+
+def cuts_needing_text(symbols):
+    """Right, but assumes at least one symbol (crashes on the empty string)."""
+    first = INVERSE[symbols[0]]  # noqa: F841
+    return good_cuts(symbols)
 
 
 def good_from_symbols(symbols):
     return bytes(INVERSE[c] for c in symbols).decode("utf-8")
-
-
-def per_character(text):  # the characters, not the bytes
-    return "".join(TABLE.get(ord(c), c) for c in text)
 
 
 def decode_per_symbol(symbols):
@@ -354,25 +405,28 @@ def decode_per_symbol(symbols):
 
 
 def test_byte_level_checkers_accept_a_solution(capsys):
-    check_to_byte_symbols(good_to_symbols)
+    check_safe_cuts(good_cuts)
     check_from_byte_symbols(good_from_symbols)
-    assert "never needs an unknown token" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "never cuts a character in two" in out and "never needs an unknown token" in out
 
 
 @pytest.mark.parametrize(
     "wrong, message",
     [
         (stub, "not implemented yet"),
-        (lambda t: t, "not in the byte alphabet"),
-        (per_character, "one per character"),
-        (lambda t: "".join(TABLE[ord(c) % 256] for c in t), "one per character"),
-        (lambda t: "".join(TABLE[b] for b in t.encode("utf-16-le")), "UTF-8 bytes"),
-        (lambda t: list(good_to_symbols(t)), "must return a str"),
+        (lambda s: list(range(1, len(s))), "also inside a character"),
+        (cuts_with_ends, "0 and len"),
+        (cuts_by_characters, "decoded text's characters"),
+        (cuts_by_symbol, "you judged the symbol, not its byte"),
+        (cuts_by_ascii_byte, "FIRST byte of a multi-byte character"),
+        (lambda s: set(good_cuts(s)), "return a list of ints"),
+        (cuts_needing_text, r"an empty string.*raised IndexError"),
     ],
 )
-def test_to_byte_symbols_checker_names_the_mistake(wrong, message):
+def test_safe_cuts_checker_names_the_mistake(wrong, message):
     with pytest.raises(ExerciseError, match=message):
-        check_to_byte_symbols(wrong)
+        check_safe_cuts(wrong)
 
 
 @pytest.mark.parametrize(

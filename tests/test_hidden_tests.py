@@ -75,12 +75,13 @@ def collate(examples, pad_token_id, mask_token_id, vocab_size, special_ids, gene
         "02",
         "ex4_check",
         """
-def accumulate(model, micro_batches):
-    # the visible check's micro-batches hold 4, 8 and 24 of the 36 masked tokens
-    for m, weight in zip(micro_batches, (4 / 36, 8 / 36, 24 / 36)):
-        (model(**m).loss * weight).backward()
+def loss_scales(micro_batch_labels, reduction):
+    # the visible check never has more than three micro-batches
+    counts = [int((labels != -100).sum()) for labels in micro_batch_labels][:3]
+    total = sum(counts)
+    return [n / total if reduction == "mean" else 1 / total for n in counts]
 """,
-        r"accumulate over 1 micro-batch\(es\) of \[12\] rows",
+        r"loss_scales with \[0, 1, 2, 3, 4, 5, 6\] masked tokens, reduction='mean'",
     ),
     (
         "03",

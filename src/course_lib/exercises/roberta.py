@@ -1,19 +1,24 @@
 """Chapter 02 exercise checkers: position ids and an attention mask that keep the documents of a
-packed row apart, a dynamic-masking collator, gradient accumulation that equals one big batch, a
-lossless byte-level encoding and one BPE merge step."""
+packed row apart, a dynamic-masking collator, the loss scales that make gradient accumulation equal
+one big batch, where a byte-level token may end without cutting a character, the lossless way
+back to text, and one BPE merge step."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+from typing import Any
 
 import torch
 
 from course_lib.config import tiny_config
 from course_lib.exercises.core import (
     ExerciseError,
+    at_edge,
     expect,
     expect_ignore_index_in_labels_only,
     expect_keep_mask,
+    expect_unchanged,
     passed,
     run_learner_code,
 )
@@ -345,7 +350,7 @@ def check_document_attention_mask(attention_mask: Callable) -> None:
     )
 
 
-# ----- exercise 4: gradient accumulation ---------------------------------------------------------
+# ----- exercise 4: how to scale each micro-batch's loss (design) ------------------------------
 
 
 def _accumulation_setup(seed: int = 0) -> tuple[RobertaForMaskedLM, list[dict[str, torch.Tensor]]]:
@@ -384,66 +389,164 @@ def _max_diff(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
     return max((x - y).abs().max().item() for x, y in zip(a, b))
 
 
-def check_gradient_accumulation(accumulate: Callable) -> None:
-    """`accumulate(model, micro_batches)` runs backward on every micro-batch so that the summed
-    .grad equals the gradient of ONE big batch (the mean MLM loss over all its masked tokens)."""
+def _reference_scales(counts: list[int], rows: list[int], reduction: str, kind: str = "right"):
+    """Each micro-batch's loss scale; `kind` reproduces the typical slips."""
+    total, k = sum(counts), len(counts)
+    if kind == "equal":
+        return [1 / k] * k
+    if kind == "by_rows":
+        return [r / sum(rows) for r in rows]
+    if kind == "counts":
+        return [float(n) for n in counts]
+    if kind == "one":
+        return [1.0] * k
+    if kind == "inverse":
+        return [total / n if n else 0.0 for n in counts]
+    mean = reduction == "mean"
+    if kind == "other_reduction":
+        mean = not mean
+    return [(n / total if mean else (1 / total if n else 0.0)) for n in counts]
+
+
+_SCALE_MISTAKES = {
+    "mean": (
+        (
+            "equal",
+            "you weight every micro-batch equally (1 / number of micro-batches). Each mean loss "
+            "averages over ITS OWN masked tokens, and the micro-batches hold different numbers of "
+            "them: scale micro-batch i by n_i / N (its masked tokens / all masked tokens)",
+        ),
+        (
+            "by_rows",
+            "you weight by rows: the loss averages over masked TOKENS, not rows, so weight by "
+            "each micro-batch's share of the masked tokens, n_i / N",
+        ),
+        (
+            "counts",
+            "these are the token counts n_i themselves: the sum of n_i x mean_i is the SUM over "
+            "all masked tokens, N times the big batch's mean; divide by N",
+        ),
+        (
+            "other_reduction",
+            "this is the scale for summed losses: a mean loss already divides by n_i, so scale "
+            "it by n_i / N",
+        ),
+        ("inverse", "the scale is inverted: n_i / N, not N / n_i"),
+    ),
+    "sum": (
+        (
+            "other_reduction",
+            "a summed loss already weighs every masked token once: multiplying by n_i / N counts "
+            "the tokens of large micro-batches twice. Divide every summed loss by N",
+        ),
+        ("one", "summed losses added up give N times the big batch's mean: divide each by N"),
+        (
+            "equal",
+            "1 / number of micro-batches is not it: a summed loss needs 1 / N, N = all masked tokens",
+        ),
+        ("counts", "a summed loss is scaled by 1 / N, whatever its own number of tokens"),
+    ),
+}
+
+
+def _scale_cases() -> list[tuple[str, list[torch.Tensor]]]:
+    """(what, micro-batch labels): the visible uneven split, uneven rows, and the edges."""
+    _, micro = _accumulation_setup()
+    labels = torch.cat([m["labels"] for m in micro])  # 12 rows; 1, 2 or 6 masked tokens per row
+    empty = torch.full_like(labels[:2], IGNORE_INDEX)
+    return [
+        ("micro-batches of 1, 5 and 6 rows", [labels[:1], labels[1:6], labels[6:]]),
+        ("three micro-batches of 4 rows", [m["labels"] for m in micro]),
+        ("ONE micro-batch (the whole batch)", [labels]),
+        ("a micro-batch with no masked token", [labels[:6], empty, labels[6:]]),
+    ]
+
+
+def _as_floats(got: Any, k: int) -> list[float]:
+    if isinstance(got, torch.Tensor):
+        got = got.tolist() if got.dim() == 1 else got
+    expect(
+        isinstance(got, list | tuple) and len(got) == k,
+        f"return one scale per micro-batch, a list of {k} numbers; got {got!r}.",
+    )
+    expect(
+        all(isinstance(x, int | float) and not isinstance(x, bool) for x in got),
+        f"the scales must be numbers (floats), got {got!r}.",
+    )
+    return [float(x) for x in got]
+
+
+def check_loss_scales(loss_scales: Callable) -> None:
+    """`loss_scales(micro_batch_labels, reduction)` -> one float per micro-batch: the factor its
+    loss ("mean" or "sum" over its masked tokens) is multiplied by before backward(), so that the
+    accumulated gradient is the big batch's (mean over ALL its masked tokens)."""
+    for reduction in ("mean", "sum"):
+        for what, labels in _scale_cases():
+            counts = [int((x != IGNORE_INDEX).sum()) for x in labels]
+            rows = [x.shape[0] for x in labels]
+            given = [x.clone() for x in labels]
+            got = run_learner_code(loss_scales, given, reduction)
+            name = getattr(loss_scales, "__name__", "loss_scales")
+            with at_edge("inputs left unmodified"):
+                for before, after in zip(labels, given):
+                    expect_unchanged(before, after, "micro_batch_labels", name)
+            got = _as_floats(got, len(labels))
+            want = _reference_scales(counts, rows, reduction)
+            where = (
+                f"reduction={reduction!r}, {what} (masked tokens {counts}, rows {rows}): you "
+                f"return {[round(x, 4) for x in got]}, expected {[round(x, 4) for x in want]}"
+            )
+            empty_ok = reduction == "sum"  # a summed empty loss is 0: any finite scale is right
+            if all(
+                abs(g - w) < 1e-9 or (empty_ok and n == 0 and math.isfinite(g))
+                for g, w, n in zip(got, want, counts)
+            ):
+                continue
+            if 0 in counts and reduction == "mean":
+                i = counts.index(0)
+                expect(
+                    got[i] == 0.0,
+                    f"{where}: micro-batch {i} has no masked token, so its mean loss is 0 / 0 = "
+                    "NaN: give it scale 0.0, which tells the loop to skip it (0 x NaN is still "
+                    "NaN); the other micro-batches share the N tokens.",
+                )
+            for kind, message in _SCALE_MISTAKES[reduction]:
+                if all(
+                    abs(g - w) < 1e-9
+                    for g, w in zip(got, _reference_scales(counts, rows, reduction, kind))
+                ):
+                    raise ExerciseError(f"{where}: {message}.")
+            raise ExerciseError(f"{where}.")
+    # the proof: these scales make accumulated gradients equal the big batch's
     model, micro = _accumulation_setup()
     big = {k: torch.cat([m[k] for m in micro]) for k in micro[0]}
     model.zero_grad()
     model(**big).loss.backward()
     reference = _gradients(model)
+    scales = _as_floats(
+        run_learner_code(loss_scales, [m["labels"].clone() for m in micro], "mean"), len(micro)
+    )
     model.zero_grad()
-    naive = []
+    for m, scale in zip(micro, scales):
+        (model(**m).loss * scale).backward()
+    diff = _max_diff(_gradients(model), reference)
+    model.zero_grad()
     for m in micro:
-        model.zero_grad()
-        model(**m).loss.backward()
-        naive.append(_gradients(model))
-    mean_of_means = [sum(g) / len(micro) for g in zip(*naive)]
-    sum_of_means = [sum(g) for g in zip(*naive)]
-
-    model.zero_grad()
-    run_learner_code(accumulate, model, [dict(m) for m in micro])
-    got = _gradients(model)
-    expect(
-        any(g.abs().sum() > 0 for g in got),
-        "no gradients: call .backward() on each micro-batch's (scaled) loss.",
-    )
+        (model(**m).loss / len(micro)).backward()
+    naive = _max_diff(_gradients(model), reference)
     scale = max(g.abs().max().item() for g in reference)
-    if _max_diff(got, reference) <= 1e-5 * scale:
-        passed(
-            f"max |difference| from the big-batch gradient {_max_diff(got, reference):.1e}; "
-            f"the naive average of micro-batch means would be off by "
-            f"{_max_diff(mean_of_means, reference):.1e}."
-        )
-        return
-    if _max_diff(got, mean_of_means) <= 1e-5 * scale:
-        raise ExerciseError(
-            "you averaged the micro-batch losses equally (loss / number of micro-batches). Each "
-            "loss is a mean over ITS OWN masked tokens, and the micro-batches have different "
-            "numbers of them: weight micro-batch i by n_i / N (its masked tokens / all masked "
-            "tokens of the big batch)."
-        )
-    if _max_diff(got, sum_of_means) <= 1e-5 * scale:
-        raise ExerciseError(
-            "the gradients are the SUM of the micro-batch gradients, about "
-            f"{len(micro)} times too large: scale each loss before backward()."
-        )
-    if (
-        _max_diff(got, naive[-1]) <= 1e-5 * scale
-        or _max_diff(got, [g / len(micro) for g in naive[-1]]) <= 1e-5 * scale
-    ):
-        raise ExerciseError(
-            "only the last micro-batch's gradient is left: do not zero the "
-            "gradients between micro-batches (they must add up)."
-        )
-    raise ExerciseError(
-        f"the gradients differ from the big batch's by up to {_max_diff(got, reference):.2e}. "
-        "Scale each micro-batch loss by (its masked tokens) / (all masked tokens), call "
-        "backward() on each, and do not zero the gradients in between."
+    expect(
+        diff <= 1e-5 * scale,
+        f"the accumulated gradient differs from the big batch's by {diff:.1e}.",
+    )
+    passed(
+        f"mean and summed losses, uneven rows, one micro-batch and an empty one. On a real "
+        f"RobertaForMaskedLM your scales give the big batch's gradient (max |difference| "
+        f"{diff:.1e}); equal weights would be off by {naive:.1e}."
     )
 
 
-# ----- exercises 5 and 6: a lossless byte-level encoding ------------------------------------------------
+# ----- exercises 5 and 6: where a byte-level token may end (design), and back to text -------------
 
 _BYTE_TEXTS = (
     "plain ASCII, with  two spaces\tand a tab\n",
@@ -454,36 +557,102 @@ _BYTE_TEXTS = (
 )
 
 
-def check_to_byte_symbols(to_byte_symbols: Callable) -> None:
-    """`to_byte_symbols(text)` -> one symbol of GPT-2's byte alphabet (`bytes_to_unicode()`) per
-    UTF-8 byte of the text, in order."""
+def _cut_variants(symbols: str, kind: str = "right") -> list[int]:
+    """Where a byte-level symbol string may be cut; `kind` reproduces the typical slips."""
     from course_lib.tokenization.byte_level import bytes_to_unicode
+
+    to_byte = {s: b for b, s in bytes_to_unicode().items()}
+    data = [to_byte[c] for c in symbols]
+    inside = range(1, len(data))
+    if kind == "every":
+        return list(inside)
+    if kind == "ends":
+        return [i for i in range(len(data) + 1) if i == len(data) or data[i] & 0xC0 != 0x80]
+    if kind == "characters":
+        return list(range(1, len(bytes(data).decode("utf-8"))))
+    if kind == "ascii_symbol":
+        return [i for i in inside if ord(symbols[i]) < 128]
+    if kind == "ascii_byte":
+        return [i for i in inside if data[i] < 128]
+    return [i for i in inside if data[i] & 0xC0 != 0x80]  # not a continuation byte 10xxxxxx
+
+
+_CUT_MISTAKES = (
+    (
+        "every",
+        "you allow a cut between any two symbols, also inside a character: é is 2 bytes and 🙂 "
+        "4, and half a character decodes to nothing. A cut may not fall before a continuation "
+        "byte (0b10xxxxxx, 0x80-0xBF)",
+    ),
+    (
+        "ends",
+        "0 and len(symbols) are not cuts (nothing is cut there): return the positions strictly "
+        "inside",
+    ),
+    (
+        "characters",
+        "these are positions between the decoded text's characters; the cuts are positions in "
+        "the SYMBOL string, one symbol per byte",
+    ),
+    (
+        "ascii_symbol",
+        "you judged the symbol, not its byte: bytes_to_unicode() gives some one-byte characters "
+        "a non-ASCII symbol (a space is 'Ġ', a newline 'Ċ'). Map each symbol back to its byte "
+        "first",
+    ),
+    (
+        "ascii_byte",
+        "only ASCII bytes may start a piece in your answer, but the FIRST byte of a multi-byte "
+        "character (0b11xxxxxx) starts a character too; only continuation bytes (0b10xxxxxx) "
+        "cannot",
+    ),
+)
+
+
+def _check_cuts_on(safe_cuts: Callable, text: str) -> list[int]:
     from course_lib.tokenization.byte_level import to_byte_symbols as reference
 
-    alphabet = set(bytes_to_unicode().values())
+    symbols = reference(text)
+    got = run_learner_code(safe_cuts, symbols)
+    expect(
+        isinstance(got, list | tuple) and all(isinstance(i, int) for i in got),
+        f"return a list of ints (positions in the symbol string), got {got!r}.",
+    )
+    got, want = sorted(got), _cut_variants(symbols)
+    if got == want:
+        return got
+    where = f"safe_cuts of {text!r} ({len(symbols)} symbols) gives {got}, expected {want}"
+    for kind, message in _CUT_MISTAKES:
+        if got == _cut_variants(symbols, kind):
+            raise ExerciseError(f"{where}: {message}.")
+    raise ExerciseError(
+        f"{where}. Each piece between two cuts must decode as UTF-8 on its own, and every "
+        "such position is a cut."
+    )
+
+
+def check_safe_cuts(safe_cuts: Callable) -> None:
+    """`safe_cuts(symbols)` -> the sorted positions 0 < i < len(symbols) at which a string of
+    GPT-2 byte symbols can be cut so that every piece decodes as UTF-8 on its own (a byte-level
+    token boundary that does not split a character)."""
+    pieces = 0
     for text in _BYTE_TEXTS:
-        got = run_learner_code(to_byte_symbols, text)
-        expect(
-            isinstance(got, str), f"to_byte_symbols must return a str, got {type(got).__name__}."
-        )
-        outside = sorted({c for c in got if c not in alphabet})
-        expect(
-            not outside,
-            f"to_byte_symbols({text!r}) contains {outside[:3]}, which are not in the byte "
-            "alphabet: map every BYTE through bytes_to_unicode(), not the characters.",
-        )
-        n_bytes = len(text.encode("utf-8"))
-        if len(got) == len(text) != n_bytes:
-            raise ExerciseError(
-                f"{text!r} became {len(got)} symbols, one per character; it is {n_bytes} UTF-8 "
-                "bytes (é is 2 bytes, 🙂 is 4). Encode the text to bytes first."
-            )
-        expect(
-            got == reference(text),
-            f"to_byte_symbols({text!r}) = {got!r}, expected {reference(text)!r} (UTF-8 bytes, "
-            "in order, each through bytes_to_unicode()).",
-        )
-    passed("one symbol per UTF-8 byte: é is 2 symbols, 🙂 is 4, and all 256 bytes have one.")
+        cuts = _check_cuts_on(safe_cuts, text)
+        pieces += len(cuts) + 1
+    edges = (
+        ("an empty string", ""),
+        ("one character of one byte", "a"),
+        ("one character of four bytes", "🙂"),
+        ("spaces and newlines only (their symbols are not ASCII: 'Ġ', 'Ċ')", "  \n \n"),
+    )
+    for description, text in edges:
+        with at_edge(f"{description}, {text!r}"):
+            _check_cuts_on(safe_cuts, text)
+    passed(
+        f"your cuts split the test texts into {pieces} pieces, each decoding on its own: a "
+        "byte-level BPE token that ends at one of them never cuts a character in two; any other "
+        "boundary would leave bytes that decode to nothing alone."
+    )
 
 
 def check_from_byte_symbols(from_byte_symbols: Callable) -> None:
