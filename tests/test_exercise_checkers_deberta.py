@@ -12,7 +12,7 @@ from course_lib.exercises.deberta import (
     check_c2p,
     check_clipped_pairs,
     check_delta,
-    check_enhanced_mask_decoder,
+    check_emd_trace,
     check_translation_invariance_test,
 )
 from course_lib.modules.relative_position import log_bucket_position
@@ -264,81 +264,61 @@ def test_invariance_checker_names_the_mistake(wrong, message):
         check_translation_invariance_test(wrong)
 
 
-# ----- the enhanced mask decoder's forward pass (a design exercise) --------------------------------
+# ----- a trace of the enhanced mask decoder (a design exercise) ------------------------------------
 
 
-def emd(start=-2, positions="first", keys="H", steps=None, in_place=False):
-    """A learner's decoder with one decision made differently."""
-
-    def enhanced_mask_decoder(last_layer, hidden_states, position_table, n_steps):
-        h = hidden_states[start]
-        p = position_table[: h.shape[1]]
-        if in_place:
-            query = h
-            query += p  # also changes h, the keys and values
-        else:
-            query = h + p if positions == "first" else h
-        for _ in range(n_steps if steps is None else steps):
-            if positions == "every step":
-                query = query + p
-            if keys == "H":
-                query = last_layer(h, query_states=query)
-            elif keys == "H + P":
-                query = last_layer(h + p, query_states=query)
-            elif keys == "query":
-                query = last_layer(query)
-            else:  # swapped roles
-                query = last_layer(query, query_states=h)
-        return query + p if positions == "end" else query
-
-    return enhanced_mask_decoder
+def good_trace(steps):
+    trace, queries = [("H", "H")], "H+P"
+    for step in range(1, steps + 1):
+        trace.append((queries, "H"))
+        queries = f"out{step}"
+    return trace
 
 
-def test_emd_checker_accepts_the_decoder(capsys):
-    check_enhanced_mask_decoder(emd())
-    assert "exactly what DebertaForMaskedLM's does" in capsys.readouterr().out
+def trace_with(**change):
+    def emd_trace(steps):
+        trace = [] if change.get("no_encoder") else [("H", "H")]
+        queries = "H" if change.get("no_positions") else "H+P"
+        for step in range(1, steps + 1):
+            keys = queries if change.get("self_attention") else "H+P" if change.get("kp") else "H"
+            trace.append((queries, keys))
+            queries = f"out{step}+P" if change.get("every") else f"out{step}"
+        return trace[: change.get("cap")]
+
+    return emd_trace
+
+
+def test_emd_trace_checker_accepts_the_trace(capsys):
+    check_emd_trace(good_trace)
+    assert "hooks record inside a real DebertaForMaskedLM" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(
     "wrong, message",
     [
         (stub, "not implemented yet"),
-        (lambda layer, hs, table, n: hs[-1], "the encoder's output unchanged"),
-        (emd(start=-1), r"you started from the encoder's output.*hidden_states\[-2\]"),
-        (emd(start=0), r"you started from hidden_states\[-4\]"),
-        (emd(positions="none"), "no absolute positions"),
-        (emd(positions="every step"), "added the positions at every step"),
-        (emd(positions="end"), "after the decoder"),
-        (emd(keys="H + P"), "reached the keys and values too"),
-        (emd(keys="query"), "keys and values changed from step to step"),
-        (emd(keys="swapped"), "the roles are swapped"),
-        (emd(steps=2), r"\(2 layers, steps = 3\) you ran the layer 2 time\(s\)"),
-        (emd(in_place=True), "changed `hidden_states` in place"),
-        (lambda layer, hs, table, n: emd()(layer, hs, table, n)[0], r"\[batch, seq, hidden\]"),
-        (lambda layer, hs, table, n: emd()(layer, hs, table, n) * 1.01, "The recipe"),
+        (trace_with(no_encoder=True), "the encoder's own pass is missing"),
+        (trace_with(every=True), "positions enter at every pass"),
+        (trace_with(kp=True), "keys and values carry the positions"),
+        (trace_with(self_attention=True), "keys and values change from pass to pass"),
+        (trace_with(no_positions=True), "no absolute positions"),
+        (lambda n: [(k, q) for q, k in good_trace(n)], "queries and keys are swapped"),
+        (
+            lambda n: (
+                [("H", "H")]
+                + [
+                    (q.replace("H", "encoder_out"), k.replace("H", "encoder_out"))
+                    for q, k in good_trace(n)[1:]
+                ]
+            ),
+            "starts from the encoder's output",
+        ),
+        (trace_with(cap=3), r"three decoder passes \(steps = 3\).*runs 4 times"),
+        (lambda n: good_trace(2), r"one decoder pass \(steps = 1\).*use the argument"),
+        (lambda n: "H H+P", "return a list of \\(queries, keys_values\\) pairs"),
+        (lambda n: good_trace(n)[:-1] + [("out9", "H")], "call 2 should be"),
     ],
 )
-def test_emd_checker_names_the_mistake(wrong, message):
+def test_emd_trace_checker_names_the_mistake(wrong, message):
     with pytest.raises(ExerciseError, match=message):
-        check_enhanced_mask_decoder(wrong)
-
-
-def test_emd_checker_runs_other_cases():
-    """Hidden tests pass other (layers, steps, tokens): one layer (H is the embeddings' output),
-    a single token, and a length other than 11, which a table sliced to 11 rows gets wrong."""
-    check_enhanced_mask_decoder(emd(), cases=((1, 1, 1), (2, 4, 5)))
-
-    def eleven_rows(last_layer, hidden_states, position_table, n_steps):
-        h = hidden_states[-2]
-        query = h + position_table[:11]  # the visible cases' length, not h.shape[1]
-        for _ in range(n_steps):
-            query = last_layer(h, query_states=query)
-        return query
-
-    check_enhanced_mask_decoder(eleven_rows)
-    with pytest.raises(ExerciseError, match="size of tensor a"):
-        check_enhanced_mask_decoder(eleven_rows, cases=((2, 4, 5),))
-    with pytest.raises(
-        ExerciseError, match=r"\(2 layers, steps = 4, 5 tokens\) you ran the layer 2"
-    ):
-        check_enhanced_mask_decoder(emd(steps=2), cases=((2, 4, 5),))
+        check_emd_trace(wrong)

@@ -1,6 +1,6 @@
 """Chapter 04 (DeBERTa) exercise checkers: δ(i, j), the c2p gather, and four design tasks: the
 distances each log bucket holds, where p2c's window clips (code and paper), a translation-invariance
-test and the enhanced mask decoder's forward pass.
+test and a trace of the enhanced mask decoder (which runs of the last layer read what).
 
 Each checker runs the learner's function on fresh inputs, compares with the library's reference
 (`course_lib.modules.relative_position`), and names the typical mistake when it recognises one.
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -423,171 +424,149 @@ def check_translation_invariance_test(translation_invariant: Callable) -> None:
     )
 
 
-# ----- a design exercise: the enhanced mask decoder's forward pass ---------------------------------
-
-_EMD_CASES = ((3, 2), (2, 3), (4, 1))  # (encoder layers, EMD steps): depth and steps both vary
+# ----- a design exercise: trace the enhanced mask decoder ------------------------------------------
 
 
-class _EmdCase:
-    """A small DebertaForMaskedLM with EMD, a padded batch, and the pieces the learner receives."""
+def _trace(steps: int, **slip: bool) -> list[tuple[str, str]]:
+    """The last layer's calls in one DebertaForMaskedLM forward, as (queries, keys_values); the
+    switches reproduce the typical slips."""
+    start = "encoder_out" if slip.get("from_output") else "H"
+    trace = [] if slip.get("no_encoder_pass") else [("H", "H")]
+    queries = start if slip.get("no_positions") else f"{start}+P"
+    for step in range(1, steps + 1):
+        keys = f"{start}+P" if slip.get("positions_in_keys") else start
+        if slip.get("self_attention"):
+            keys = queries
+        trace.append((keys, queries) if slip.get("swapped") else (queries, keys))
+        queries = f"out{step}+P" if slip.get("positions_every_step") else f"out{step}"
+    return trace
 
-    def __init__(self, layers: int, steps: int, seed: int, seq: int = 11) -> None:
-        from course_lib.config import DebertaConfig
-        from course_lib.models.deberta import DebertaForMaskedLM
 
-        torch.manual_seed(seed)
-        config = DebertaConfig(
-            vocab_size=120, hidden_size=32, num_hidden_layers=layers, num_attention_heads=2,
-            intermediate_size=64, max_position_embeddings=40, max_relative_positions=40,
-            position_buckets=8, use_emd=True, emd_steps=steps,
-        )  # fmt: skip
-        self.steps = steps
-        self.model = DebertaForMaskedLM(config).eval()
-        embeddings, encoder = self.model.backbone.embeddings, self.model.backbone.encoder
-        with torch.no_grad():  # a spread table (like a trained one) so that positions matter
-            embeddings.position_embeddings.weight.normal_(0, 1)
-        self.input_ids = torch.randint(5, 120, (3, seq))
-        self.attention_mask = torch.ones_like(self.input_ids)
-        # one padded row (from token 8 of 11): the bound mask must be respected
-        self.attention_mask[1, max(1, 3 * seq // 4) :] = 0
+_TRACE_MISTAKES = (
+    (
+        "no_encoder_pass",
+        "the encoder's own pass is missing: before the decoder, the encoder runs its last layer "
+        "once as ordinary self-attention, ('H', 'H'); that output is hidden_states[-1]",
+    ),
+    (
+        "positions_every_step",
+        "the positions enter at every pass in your trace: only the first queries are H + P; "
+        "each later pass asks with the previous output as it is",
+    ),
+    (
+        "positions_in_keys",
+        "the keys and values carry the positions in your trace: only the queries do, I = H + P; "
+        "keys and values are H",
+    ),
+    (
+        "self_attention",
+        "the keys and values change from pass to pass in your trace: every pass reads the same H "
+        "as keys and values (that is what lets the decoder re-read the context with new queries)",
+    ),
+    (
+        "swapped",
+        "queries and keys are swapped: the positions ride on the QUERIES (what each token asks "
+        "for, given where it stands); keys and values are H",
+    ),
+    (
+        "no_positions",
+        "no absolute positions: the decoder's first queries are H + P, the one place DeBERTa's "
+        "absolute positions enter",
+    ),
+    (
+        "from_output",
+        "the decoder starts from the encoder's output: it RE-RUNS the last layer, so H is the "
+        "state that enters that layer, hidden_states[-2]",
+    ),
+)
+
+
+def _library_trace(steps: int, seed: int = 0) -> list[tuple[str, str]]:
+    """The calls of the last encoder layer inside a real DebertaForMaskedLM forward, recorded
+    with a hook and named by comparing tensors: what the checker's table is proven against."""
+    from course_lib.config import DebertaConfig
+    from course_lib.models.deberta import DebertaForMaskedLM
+
+    torch.manual_seed(seed)
+    config = DebertaConfig(
+        vocab_size=60, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=32, max_position_embeddings=16, max_relative_positions=16,
+        position_buckets=4, use_emd=True, emd_steps=steps,
+    )  # fmt: skip
+    model = DebertaForMaskedLM(config).eval()
+    embeddings = model.backbone.embeddings
+    with torch.no_grad():
+        embeddings.position_embeddings.weight.normal_(0, 1)
+    calls: list[tuple[Tensor, Tensor, Tensor]] = []
+
+    def record(module: torch.nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
+        x = args[0] if args else kwargs["x"]
+        q = kwargs.get("query_states")
+        out = output[0] if isinstance(output, tuple) else output
+        calls.append((x.detach(), (x if q is None else q).detach(), out.detach()))
+
+    layer = model.backbone.encoder.layers[-1]
+    handle = layer.register_forward_hook(record, with_kwargs=True)
+    ids = torch.randint(5, 60, (1, 7))
+    try:
         with torch.no_grad():
-            out = self.model(self.input_ids, self.attention_mask, output_hidden_states=True)
-            self.want = self.model.enhanced_mask_decoder(
-                self.input_ids, self.attention_mask, out.hidden_states
-            )
-        self.logits = out.mlm_logits
-        self.hidden_states = tuple(h.detach() for h in out.hidden_states)
-        self.table = embeddings.position_embeddings.weight.detach()
-        layer = encoder.layers[-1]
-        mask = encoder.pair_mask(self.attention_mask[:, None, None, :].bool())
-        relative = encoder.relative_inputs(self.input_ids.shape[1], self.input_ids.device)
+            out = model(ids, output_hidden_states=True)
+    finally:
+        handle.remove()
+    h = out.hidden_states[-2]
+    p = embeddings.position_embeddings(embeddings.position_ids(ids))
+    known = {"H": h, "H+P": h + p, "encoder_out": calls[0][2]}
 
-        def last_layer(x: Tensor, query_states: Tensor | None = None) -> Tensor:
-            """The encoder's last layer: queries (and residual) from query_states, or from x
-            when there are none; keys and values from x."""
-            with torch.no_grad():
-                return layer(x, mask, False, *relative, query_states=query_states)[0]
+    def name(t: Tensor) -> str:
+        for key, value in known.items():
+            if value.shape == t.shape and torch.equal(value, t):
+                return key
+        return "?"
 
-        self.last_layer = last_layer
-
-    def run(self, start: int = -2, steps: int | None = None, **change: bool) -> Tensor:
-        """The decoder with one detail changed (to recognise typical mistakes)."""
-        h = self.hidden_states[start]
-        p = self.table[: h.shape[1]]
-        keys = h + p if change.get("positions_in_keys") else h
-        late = ("no_positions", "positions_every_step", "positions_at_end")
-        query = h if any(change.get(name) for name in late) else h + p
-        for _ in range(self.steps if steps is None else steps):
-            if change.get("positions_every_step"):
-                query = query + p
-            if change.get("self_attention"):
-                query = self.last_layer(query)
-            elif change.get("swapped"):
-                query = self.last_layer(query, query_states=h)
-            else:
-                query = self.last_layer(keys, query_states=query)
-        return query + p if change.get("positions_at_end") else query
+    trace = []
+    for i, (x, q, result) in enumerate(calls):
+        trace.append((name(q), name(x)))
+        if i:
+            known[f"out{i}"] = result
+    return trace
 
 
-# The typical wrong EMD answers (flags of _EmdCase.run) and what to say about each.
-_EMD_MISTAKES = {
-    "no_positions": (
-        "no absolute positions: the first queries are I = H + P (P = rows 0 .. n-1 of the table)."
-    ),
-    "positions_every_step": (
-        "you added the positions at every step: only the first queries are H + P; later "
-        "queries are the previous step's output as it is."
-    ),
-    "positions_in_keys": (
-        "absolute positions reached the keys and values too (an in-place `+=` on H does "
-        "that): only the queries carry them, I = H + P; keys and values are H."
-    ),
-    "self_attention": (
-        "keys and values changed from step to step (you ran last_layer(query) as a plain "
-        "layer): every step reads the same H as keys and values, last_layer(H, query_states=q)."
-    ),
-    "swapped": (
-        "the roles are swapped: last_layer(x, query_states=q) asks the queries from q and "
-        "reads keys and values from x. The queries carry the positions; H is x."
-    ),
-    "positions_at_end": (
-        "you added the positions after the decoder: they must enter the first queries, so "
-        "that the layer can choose what to read given where each token stands."
-    ),
-}
-
-
-def _emd_diagnosis(case: _EmdCase, got: Tensor) -> str:
-    """The message for a wrong answer: the typical mistake it matches, or the general recipe."""
-
-    def same(x: Tensor) -> bool:
-        return torch.allclose(got, x, atol=1e-5)
-
-    n = len(case.hidden_states) - 1  # encoder layers
-    if same(case.hidden_states[-1]):
-        return (
-            "you returned the encoder's output unchanged (hidden_states[-1]); the decoder re-runs "
-            "the last layer with absolute positions in its queries."
-        )
-    for mistake, message in _EMD_MISTAKES.items():  # each typical mistake, rebuilt and compared
-        if same(case.run(**{mistake: True})):
-            return message
-    for start in range(-n - 1, 0):
-        if start != -2 and same(case.run(start=start)):
-            which = "the encoder's output" if start == -1 else f"hidden_states[{start}]"
-            return (
-                f"you started from {which}; the decoder re-runs the LAST layer, so H is the state "
-                f"that enters it: hidden_states[-2] (the model has {n} layers here)."
-            )
-    for steps in range(0, case.steps + 3):
-        if steps != case.steps and same(case.run(steps=steps)):
-            return (
-                f"you ran the layer {steps} time(s); this model asks for steps = {case.steps} "
-                "(use the argument, not a number)."
-            )
-    return (
-        "not the decoder's output. The recipe: H = the state entering the last layer, first "
-        "queries H + P, then `steps` passes of last_layer with H as keys and values, each pass's "
-        "output becoming the next queries."
-    )
-
-
-def check_enhanced_mask_decoder(
-    enhanced_mask_decoder: Callable, cases: tuple[tuple[int, ...], ...] = _EMD_CASES
-) -> None:
-    """`enhanced_mask_decoder(last_layer, hidden_states, position_table, steps)` -> the states
-    DeBERTa's MLM head reads (He et al. 2021, sec. 3.2, as in Microsoft's code): H =
-    hidden_states[-2], first queries H + P, `steps` passes of the last layer over keys/values H.
-    Run on models of several depths and step counts, a padded batch included; `cases` are
-    (encoder layers, steps) or (encoder layers, steps, tokens per row, 11 by default)."""
-    worst = 0.0
-    for seed, (layers, steps, *seq) in enumerate(cases):
-        case = _EmdCase(layers, steps, seed, *seq)
-        hidden_states = tuple(h.clone() for h in case.hidden_states)
-        table = case.table.clone()
-        got = expect_tensor(
-            run_learner_code(enhanced_mask_decoder, case.last_layer, hidden_states, table, steps),
-            "enhanced_mask_decoder",
-        )
+def check_emd_trace(emd_trace: Callable) -> None:
+    """`emd_trace(steps)` -> the (queries, keys_values) names of each run of the encoder's last
+    layer in one DebertaForMaskedLM forward with `steps` decoder passes: the encoder's own pass
+    ('H', 'H'), then ('H+P', 'H'), ('out1', 'H'), ... (He et al. 2021, sec. 3.2)."""
+    for steps in (2, 1, 3):
+        want = _trace(steps)
+        assert _library_trace(steps) == want, steps  # the table is the library's behaviour
+        got = run_learner_code(emd_trace, steps)
         expect(
-            tuple(got.shape) == tuple(case.want.shape),
-            f"return one state per token, [batch, seq, hidden] = {tuple(case.want.shape)}; got "
-            f"{tuple(got.shape)}.",
+            isinstance(got, list | tuple)
+            and all(
+                isinstance(c, list | tuple) and len(c) == 2 and all(isinstance(n, str) for n in c)
+                for c in got
+            ),
+            f"return a list of (queries, keys_values) pairs of names, e.g. [('H', 'H'), ...]; got "
+            f"{got!r}.",
         )
-        got = got.detach()
-        if not all(torch.equal(a, b) for a, b in zip(hidden_states, case.hidden_states)):
-            raise ExerciseError(
-                "your function changed `hidden_states` in place (an in-place `+=` on H?): H is "
-                "also the keys and values of every step, so add the positions into a new tensor."
+        got = [tuple(c) for c in got]
+        if got == want:
+            continue
+        edge = {1: "one decoder pass (steps = 1)", 3: "three decoder passes (steps = 3)"}
+        where = f"emd_trace({steps}) gives {got}, expected {len(want)} calls"
+        for flag, message in _TRACE_MISTAKES:
+            if got == _trace(steps, **{flag: True}):
+                raise ExerciseError(f"{where}: {message}.")
+        if len(got) != len(want):
+            hint = (
+                f"the layer runs {len(want)} times: once in the encoder, then `steps` = {steps} "
+                "times in the decoder (use the argument)"
             )
-        expect(torch.equal(table, case.table), "your function changed the position table.")
-        if not torch.allclose(got, case.want, atol=1e-5):
-            where = f"{layers} layers, steps = {steps}" + (f", {seq[0]} tokens" if seq else "")
-            raise ExerciseError(f"({where}) {_emd_diagnosis(case, got)}")
-        with torch.no_grad():
-            logits = case.model.mlm_head(got)
-        worst = max(worst, (logits - case.logits).abs().max().item())
+        else:
+            i = next(i for i, (a, b) in enumerate(zip(got, want)) if a != b)
+            hint = f"call {i} should be {want[i]}, not {got[i]}"
+        raise ExerciseError((f"{edge[steps]}: " if steps in edge else "") + f"{where}: {hint}.")
     passed(
-        f"your decoder feeds the MLM head exactly what DebertaForMaskedLM's does (largest logit "
-        f"difference {worst:.1e}) for {len(cases)} depths and step counts, padding included."
+        "your trace is what hooks record inside a real DebertaForMaskedLM for 1, 2 and 3 passes: "
+        "the positions enter once, in the first queries; every pass reads H as keys and values "
+        "with the same weights, so the decoder adds no parameters."
     )
