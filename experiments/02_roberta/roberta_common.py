@@ -38,7 +38,7 @@ from course_lib.data import (
     make_format_examples,
 )
 from course_lib.models.bert import BertForPreTraining
-from course_lib.models.roberta import RobertaConfig, RobertaForMaskedLM, RobertaVariant
+from course_lib.models.roberta import RobertaConfig, RobertaForMaskedLM, RobertaLMHead, RobertaModel
 from course_lib.stats import RULE, compare
 from course_lib.tokenization import train_tokenizer
 from course_lib.tokenization.tokenizer import CourseTokenizer
@@ -73,12 +73,16 @@ class TinyModel:
         )
 
 
-class RobertaForPreTrainingWithNSP(RobertaVariant, BertForPreTraining):
+class RobertaForPreTrainingWithNSP(BertForPreTraining):
     """RoBERTa's backbone and MLM head plus BERT's NSP head on the pooled <s> vector.
 
     RoBERTa itself has no such model (it dropped NSP); the format ablation needs one so that
     the four input formats are compared on the same network, with and without the NSP loss.
     """
+
+    config_class = RobertaConfig
+    base_model_class = RobertaModel
+    mlm_head_class = RobertaLMHead
 
 
 def build_model(config: RobertaConfig, nsp: bool, seed: int) -> torch.nn.Module:

@@ -1,8 +1,8 @@
 """course_lib: the encoder-only family (BERT, RoBERTa, ALBERT, DeBERTa, DistilBERT, ELECTRA,
 ModernBERT) from parts; README.md next to this file maps which file holds which idea.
 
-The first five families' configs and models are importable from here; ELECTRA's and ModernBERT's
-from course_lib.config and course_lib.models, like every family's task heads.
+Each of the seven families' config, base model and pretraining model(s) is importable from
+here; the fine-tuning task models (ForSequenceClassification, ...) from course_lib.models.
 
 >>> from course_lib import BertConfig, BertForMaskedLM, count_parameters
 >>> config = BertConfig.from_preset("bert-base")
@@ -22,6 +22,8 @@ from course_lib.config import (  # noqa: E402
     BertConfig,
     DebertaConfig,
     DistilBertConfig,
+    ElectraConfig,
+    ModernBertConfig,
     RobertaConfig,
 )
 from course_lib.counting import count_parameters  # noqa: E402
@@ -41,7 +43,12 @@ from course_lib.models import (  # noqa: E402
     DebertaModel,
     DistilBertForMaskedLM,
     DistilBertModel,
+    ElectraForMaskedLM,
+    ElectraForPreTraining,
+    ElectraModel,
     ModelOutput,
+    ModernBertForMaskedLM,
+    ModernBertModel,
     RobertaForMaskedLM,
     RobertaModel,
 )
@@ -62,6 +69,13 @@ __all__ = [
     "DistilBertConfig",
     "DistilBertForMaskedLM",
     "DistilBertModel",
+    "ElectraConfig",
+    "ElectraForMaskedLM",
+    "ElectraForPreTraining",
+    "ElectraModel",
+    "ModernBertConfig",
+    "ModernBertForMaskedLM",
+    "ModernBertModel",
     "RobertaConfig",
     "RobertaForMaskedLM",
     "RobertaModel",

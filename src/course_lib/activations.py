@@ -29,4 +29,15 @@ ACTIVATION_FUNCTIONS: dict[str, Callable[[Tensor], Tensor]] = {
     "tanh": torch.tanh,
 }
 
-__all__ = ["ACTIVATION_FUNCTIONS", "gelu_tanh"]
+
+def get_activation(name: str) -> Callable[[Tensor], Tensor]:
+    """The activation function registered under `name`; ValueError naming the choices otherwise."""
+    try:
+        return ACTIVATION_FUNCTIONS[name]
+    except KeyError:
+        raise ValueError(
+            f"unknown activation {name!r}; choose one of {sorted(ACTIVATION_FUNCTIONS)}"
+        ) from None
+
+
+__all__ = ["ACTIVATION_FUNCTIONS", "gelu_tanh", "get_activation"]

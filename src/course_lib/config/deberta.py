@@ -103,9 +103,7 @@ class DebertaConfig(BertConfig):
         )
         if self.position_buckets > 0:
             # The largest distance told apart: the one that lands on the last bucket.
-            largest = self.max_relative_positions
-            if largest == -1:
-                largest = self.max_position_embeddings
+            largest = self.max_relative_distance
             require(
                 self.position_buckets >= 2 and largest - 1 > self.position_buckets // 2,
                 "position_buckets",
@@ -125,11 +123,17 @@ class DebertaConfig(BertConfig):
         require_probabilities(self, "pooler_dropout")
 
     @property
-    def relative_span(self) -> int:
-        """k: the relative table has 2k rows, for distances -k .. k - 1 (buckets, or clipped at
-        max_relative_positions, where -1 means max_position_embeddings)."""
-        if self.position_buckets > 0:
-            return self.position_buckets
+    def max_relative_distance(self) -> int:
+        """max_relative_positions, where -1 means max_position_embeddings (the one place this is
+        resolved; transformers' DebertaV2Encoder resolves it the same way)."""
         if self.max_relative_positions >= 1:
             return self.max_relative_positions
         return self.max_position_embeddings
+
+    @property
+    def relative_span(self) -> int:
+        """k: the relative table has 2k rows, for distances -k .. k - 1 (buckets, or clipped at
+        max_relative_distance)."""
+        if self.position_buckets > 0:
+            return self.position_buckets
+        return self.max_relative_distance

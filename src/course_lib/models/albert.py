@@ -10,22 +10,27 @@ Everything else (attention, feed-forward, post-LN layers, pooler, task heads, lo
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from torch import Tensor, nn
 
 from course_lib.config import AlbertConfig
 from course_lib.models.bert import (
+    BertEmbeddings,
     BertForMaskedLM,
     BertForQuestionAnswering,
     BertForSequenceClassification,
     BertForTokenClassification,
     BertModel,
+    MaskedLMHead,
+    NextSentenceHead,
+    SequenceClassificationHead,
     TaskModel,
+    masked_lm_loss,
     sentence_pair_loss,
     total_loss,
 )
 from course_lib.models.outputs import ModelOutput
-from course_lib.modules.embeddings import BertEmbeddings
-from course_lib.modules.heads import MaskedLMHead, NextSentenceHead, SequenceClassificationHead
 from course_lib.modules.sharing import SharedEncoder
 
 
@@ -82,37 +87,47 @@ class AlbertModel(BertModel):
     encoder_class = SharedEncoder
 
 
-class AlbertVariant:
-    """What every ALBERT task model changes relative to its BERT parent."""
+# Each task model names what it changes relative to its BERT parent: the config, the backbone,
+# and the head that differs.
+
+
+class AlbertForMaskedLM(BertForMaskedLM):
+    """ALBERT with the masked-language-model head (decoder tied to the V x E embeddings)."""
 
     config_class = AlbertConfig
     base_model_class = AlbertModel
     mlm_head_class = AlbertMLMHead
-    classifier_class = AlbertClassificationHead
 
 
-class AlbertForMaskedLM(AlbertVariant, BertForMaskedLM):
-    """ALBERT with the masked-language-model head (decoder tied to the V x E embeddings)."""
-
-
-class AlbertForPreTraining(AlbertVariant, TaskModel):
+class AlbertForPreTraining(TaskModel):
     """MLM + SOP: `sop_head` answers "are A and B in their original order?" from the pooled
     [CLS]. Targets: `labels` (MLM) and `sentence_order_label` (0 = in order, 1 = swapped;
-    `next_sentence_label` is accepted as another name for it, as BERT's trainers pass)."""
+    `next_sentence_label` is accepted as another name for it, the name the Trainer passes for
+    either sentence task)."""
 
+    config_class = AlbertConfig
+    base_model_class = AlbertModel
     add_pooling_layer = True
 
-    def add_heads(self, config: AlbertConfig) -> None:
-        self.mlm_head = self.mlm_head_class(config)
+    def __init__(self, config: AlbertConfig) -> None:
+        super().__init__(config)
+        self.mlm_head = AlbertMLMHead(config)
         self.sop_head = SentenceOrderHead(config)
+        self.post_init()
 
-    def add_predictions(
+    def forward(
         self,
-        out: ModelOutput,
-        labels: Tensor | None,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        labels: Tensor | None = None,
         sentence_order_label: Tensor | None = None,
+        output_attentions: bool = False,
+        output_hidden_states: bool = False,
         next_sentence_label: Tensor | None = None,
-    ) -> None:
+    ) -> ModelOutput:
+        """labels (B, T) as BertForMaskedLM; sentence_order_label (B,): 0 = A then B as in
+        the text, 1 = swapped. `loss` is the sum of the losses whose targets were given."""
         if sentence_order_label is not None and next_sentence_label is not None:
             raise ValueError(
                 "got both sentence_order_label and next_sentence_label; they are two names for "
@@ -120,22 +135,46 @@ class AlbertForPreTraining(AlbertVariant, TaskModel):
             )
         if sentence_order_label is None:
             sentence_order_label = next_sentence_label
-        self.add_masked_lm_predictions(out, labels)
-        out.sop_logits = self.sop_head(out.pooler_output)
-        out.sop_loss = sentence_pair_loss(out.sop_logits, sentence_order_label)
-        out.loss = total_loss(out.mlm_loss, out.sop_loss)
+        out = self.backbone(
+            input_ids, attention_mask, token_type_ids, output_attentions, output_hidden_states
+        )
+        mlm_loss, mlm_logits, positions = masked_lm_loss(
+            self.mlm_head, out.last_hidden_state, labels
+        )
+        sop_logits = self.sop_head(out.pooler_output)  # (B, 2)
+        sop_loss = sentence_pair_loss(sop_logits, sentence_order_label)
+        return replace(
+            out,
+            loss=total_loss(mlm_loss, sop_loss),
+            mlm_loss=mlm_loss,
+            mlm_logits=mlm_logits,
+            mlm_positions=positions,
+            sop_loss=sop_loss,
+            sop_logits=sop_logits,
+        )
 
 
-class AlbertForSequenceClassification(AlbertVariant, BertForSequenceClassification):
+class AlbertForSequenceClassification(BertForSequenceClassification):
     """One label per sequence from the pooled [CLS] (dropout: classifier_dropout_prob)."""
 
+    config_class = AlbertConfig
+    base_model_class = AlbertModel
+    classifier_class = AlbertClassificationHead
 
-class AlbertForTokenClassification(AlbertVariant, BertForTokenClassification):
+
+class AlbertForTokenClassification(BertForTokenClassification):
     """One label per token (dropout: classifier_dropout_prob)."""
 
+    config_class = AlbertConfig
+    base_model_class = AlbertModel
+    classifier_class = AlbertClassificationHead
 
-class AlbertForQuestionAnswering(AlbertVariant, BertForQuestionAnswering):
+
+class AlbertForQuestionAnswering(BertForQuestionAnswering):
     """Extractive QA: start and end logits per token."""
+
+    config_class = AlbertConfig
+    base_model_class = AlbertModel
 
 
 ALBERT_CLASSES: dict[str, type] = {

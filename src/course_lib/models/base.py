@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from torch import nn
 
-from course_lib.config import BertConfig
+from course_lib.config.bert import BertConfig, EncoderConfig
 
 
 class PreTrainedEncoder(nn.Module):
     """Base class: stores the config and initialises weights as BERT does (N(0, 0.02), zero bias)."""
 
-    config_class: type[BertConfig] = BertConfig
+    config_class: type[EncoderConfig] = BertConfig
 
-    def __init__(self, config: BertConfig) -> None:
+    def __init__(self, config: EncoderConfig) -> None:
         super().__init__()
         if not isinstance(config, self.config_class):
             raise ValueError(

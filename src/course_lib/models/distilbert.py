@@ -18,8 +18,9 @@ from course_lib.models.bert import (
     BertForSequenceClassification,
     BertForTokenClassification,
     BertModel,
+    QuestionAnsweringHead,
 )
-from course_lib.modules.heads import FirstTokenClassificationHead, QuestionAnsweringHead
+from course_lib.models.roberta import FirstTokenClassificationHead
 
 
 class DistilBertModel(BertModel):
@@ -52,32 +53,39 @@ class DistilBertQuestionAnsweringHead(QuestionAnsweringHead):
         return super().forward(self.dropout(hidden))
 
 
-class DistilBertVariant:
-    """What every DistilBERT task model changes relative to its BERT parent."""
+# Each task model names what it changes relative to its BERT parent: the config, the backbone,
+# and the head that differs.
+
+
+class DistilBertForMaskedLM(BertForMaskedLM):
+    """BERT's MLM head exactly (transformers: vocab_transform, activation, vocab_layer_norm,
+    vocab_projector tied to the word embeddings)."""
 
     config_class = DistilBertConfig
     base_model_class = DistilBertModel
 
 
-class DistilBertForMaskedLM(DistilBertVariant, BertForMaskedLM):
-    """BERT's MLM head exactly (transformers: vocab_transform, activation, vocab_layer_norm,
-    vocab_projector tied to the word embeddings)."""
-
-
-class DistilBertForSequenceClassification(DistilBertVariant, BertForSequenceClassification):
+class DistilBertForSequenceClassification(BertForSequenceClassification):
     """One label per sequence, from the [CLS] vector through DistilBERT's head (no pooler)."""
 
+    config_class = DistilBertConfig
+    base_model_class = DistilBertModel
     add_pooling_layer = False
     classifier_class = DistilBertClassificationHead
 
 
-class DistilBertForTokenClassification(DistilBertVariant, BertForTokenClassification):
+class DistilBertForTokenClassification(BertForTokenClassification):
     """One label per token: BERT's head."""
 
+    config_class = DistilBertConfig
+    base_model_class = DistilBertModel
 
-class DistilBertForQuestionAnswering(DistilBertVariant, BertForQuestionAnswering):
+
+class DistilBertForQuestionAnswering(BertForQuestionAnswering):
     """Extractive QA, with dropout (qa_dropout) before the span head."""
 
+    config_class = DistilBertConfig
+    base_model_class = DistilBertModel
     qa_head_class = DistilBertQuestionAnsweringHead
 
 

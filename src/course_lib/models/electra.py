@@ -17,15 +17,16 @@ Attention, feed-forward, post-LN layers, initialisation and the masked-LM loss a
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from course_lib.activations import get_activation
 from course_lib.config.electra import ElectraConfig
 from course_lib.models.albert import AlbertEmbeddings
-from course_lib.models.bert import BertForMaskedLM, BertModel, TaskModel
+from course_lib.models.bert import BertForMaskedLM, BertModel, MaskedLMHead, TaskModel
 from course_lib.models.outputs import ModelOutput
-from course_lib.modules.feed_forward import get_activation
-from course_lib.modules.heads import MaskedLMHead
 
 
 class ElectraModel(BertModel):
@@ -75,32 +76,44 @@ def replaced_token_loss(logits: Tensor, labels: Tensor, attention_mask: Tensor |
     return F.binary_cross_entropy_with_logits(logits.float(), labels.float())
 
 
-class ElectraVariant:
-    """What every ELECTRA model changes relative to its BERT parent."""
+class ElectraForMaskedLM(BertForMaskedLM):
+    """The generator: an ELECTRA encoder with the MLM head in E dimensions, tied to the
+    embeddings. Outputs as BertForMaskedLM (`mlm_logits`, `mlm_loss`, `loss`)."""
 
     config_class = ElectraConfig
     base_model_class = ElectraModel
     mlm_head_class = GeneratorHead
 
 
-class ElectraForMaskedLM(ElectraVariant, BertForMaskedLM):
-    """The generator: an ELECTRA encoder with the MLM head in E dimensions, tied to the
-    embeddings. Outputs as BertForMaskedLM (`mlm_logits`, `mlm_loss`, `loss`)."""
-
-
-class ElectraForPreTraining(ElectraVariant, TaskModel):
+class ElectraForPreTraining(TaskModel):
     """The discriminator: an ELECTRA encoder with a per-token "replaced?" head. `logits` is
     [batch, seq] as in transformers; with `labels` (0/1 per token), `loss` is their binary
     cross-entropy over the real tokens."""
 
-    head_inputs = ("attention_mask",)  # the loss averages over the real tokens only
+    config_class = ElectraConfig
+    base_model_class = ElectraModel
 
-    def add_heads(self, config: ElectraConfig) -> None:
+    def __init__(self, config: ElectraConfig) -> None:
+        super().__init__(config)
         self.discriminator_head = DiscriminatorHead(config)
+        self.post_init()
 
-    def add_predictions(
-        self, out: ModelOutput, labels: Tensor | None, attention_mask: Tensor | None = None
-    ) -> None:
-        out.logits = self.discriminator_head(out.last_hidden_state)
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        labels: Tensor | None = None,
+        output_attentions: bool = False,
+        output_hidden_states: bool = False,
+    ) -> ModelOutput:
+        """labels (B, T): 1 where the generator replaced the token, 0 where it is the original;
+        the loss averages over the real tokens (attention_mask)."""
+        out = self.backbone(
+            input_ids, attention_mask, token_type_ids, output_attentions, output_hidden_states
+        )
+        logits = self.discriminator_head(out.last_hidden_state)  # (B, T)
+        loss = None
         if labels is not None:
-            out.loss = replaced_token_loss(out.logits, labels, attention_mask)
+            loss = replaced_token_loss(logits, labels, attention_mask)
+        return replace(out, loss=loss, logits=logits)

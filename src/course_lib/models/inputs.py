@@ -5,12 +5,12 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from course_lib.config import BertConfig
+from course_lib.config.bert import EncoderConfig
 from course_lib.labels import IGNORE_INDEX
 
 
 def check_inputs(
-    config: BertConfig,
+    config: EncoderConfig,
     input_ids: Tensor,
     attention_mask: Tensor | None = None,
     token_type_ids: Tensor | None = None,
@@ -43,7 +43,7 @@ def check_inputs(
     if check_values is None:
         check_values = input_ids.device.type == "cpu"
     if check_values and input_ids.numel():
-        low, high = (int(t) for t in torch.aminmax(input_ids))  # one pass for both ends
+        low, high = map(int, torch.aminmax(input_ids))  # one pass for both ends
         if low < 0 or high >= config.vocab_size:
             bad = low if low < 0 else high
             raise ValueError(
@@ -58,7 +58,7 @@ def check_inputs(
             )
     if check_values and token_type_ids is not None and token_type_ids.numel():
         n_types = config.type_vocab_size
-        low, high = (int(t) for t in torch.aminmax(token_type_ids))
+        low, high = map(int, torch.aminmax(token_type_ids))
         if low < 0 or high >= max(n_types, 1):
             raise ValueError(
                 f"token_type_ids contain {high if high >= n_types else low}, but the model has "

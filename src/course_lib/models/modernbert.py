@@ -15,23 +15,31 @@
 
 The task model, the MLM loss (gathered at masked positions) and the tied decoder are BERT's:
 `ModernBertModel` swaps `embeddings_class` and `encoder_class`, `ModernBertForMaskedLM` swaps
-`base_model_class` and `mlm_head_class`, as ALBERT does.
+`base_model_class` and `mlm_head_class`, as ALBERT does. The encoder is ModernBERT's own
+(`ModernBertEncoder`): its loop packs the real tokens before the first layer and puts them back
+after the final norm, which BERT's loop has no reason to know about.
+
+Masks: BertModel's forward hands the encoder keep_mask (B, 1, 1, T); the encoder reads it as
+`token_mask` (B, T), True at real tokens, which the layers take (or None once the real tokens
+are packed: then there is no padding left to mask).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from course_lib.activations import get_activation
 from course_lib.config.modernbert import ModernBertConfig
-from course_lib.models.bert import BertForMaskedLM, BertModel
-from course_lib.modules.attention import additive_mask, scaled_dot_product_attention
-from course_lib.modules.encoder import Encoder
-from course_lib.modules.feed_forward import get_activation
+from course_lib.models.bert import (
+    BertForMaskedLM,
+    BertModel,
+    additive_mask,
+    scaled_dot_product_attention,
+)
 from course_lib.modules.local_attention import sliding_window_attention, sliding_window_mask
 from course_lib.modules.rotary import RotaryEmbedding, apply_rotary
 from course_lib.modules.unpadding import Packing, pack
@@ -105,19 +113,19 @@ class RotarySelfAttention(nn.Module):
         self,
         x: Tensor,
         positions: Tensor,
-        keep: Tensor | None = None,
+        token_mask: Tensor | None = None,
         packing: Packing | None = None,
         output_attentions: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
-        """x (B, T, C) with keep (B, T), or packed (N, C) with `packing`; positions (T,) or (N,).
-        Returns the same shape as x, and the probabilities (B, nh, T, T) when asked for."""
+        """x (B, T, C) with token_mask (B, T), or packed (N, C) with `packing`; positions (T,)
+        or (N,). Returns the same shape as x, and the probabilities (B, nh, T, T) if asked."""
         q, k, v = self.qkv(x).unflatten(-1, (3, self.num_heads, self.head_dim)).unbind(-3)
         cos, sin = self.rotary(positions)  # (T, hs) or (N, hs)
         cos, sin = cos.unsqueeze(-2), sin.unsqueeze(-2)  # one angle per position, for all heads
         q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)  # (B, T, nh, hs) or (N, nh, hs)
         if packing is None:
             heads = (t.transpose(1, 2) for t in (q, k, v))  # (B, nh, T, hs)
-            context, probs = self.attend(*heads, keep, output_attentions)
+            context, probs = self.attend(*heads, token_mask, output_attentions)
             context = context.transpose(1, 2).flatten(2)  # (B, T, C)
         else:  # one sequence at a time: what flash-attention's varlen kernel does in one call
             pieces, maps = [], []
@@ -134,17 +142,18 @@ class RotarySelfAttention(nn.Module):
         return self.output_dropout(self.output(context)), probs
 
     def attend(
-        self, q: Tensor, k: Tensor, v: Tensor, keep: Tensor | None, output_attentions: bool
+        self, q: Tensor, k: Tensor, v: Tensor, token_mask: Tensor | None, output_attentions: bool
     ) -> tuple[Tensor, Tensor | None]:
-        """q, k, v (B, nh, T, hs), keep (B, T) or None -> context (B, nh, T, hs), probabilities."""
+        """q, k, v (B, nh, T, hs), token_mask (B, T) (True at real tokens) or None -> context
+        (B, nh, T, hs), probabilities."""
         t, w = q.shape[2], self.half_window
         if w is not None and w >= t - 1:
             w = None  # the window reaches every token: this is global attention
         drop = self.dropout_p if self.training else 0.0
         if w is not None and t > self.blockwise_from * w and not output_attentions:
             # block-wise: 3w scores per query instead of T
-            return sliding_window_attention(q, k, v, keep, w, drop), None
-        allowed = None if keep is None else keep[:, None, None, :]  # (B, 1, 1, T)
+            return sliding_window_attention(q, k, v, token_mask, w, drop), None
+        allowed = None if token_mask is None else token_mask[:, None, None, :]  # (B, 1, 1, T)
         if w is not None:
             band = sliding_window_mask(t, w, q.device)  # (T, T)
             allowed = band if allowed is None else allowed & band  # (B, 1, T, T)
@@ -168,54 +177,73 @@ class ModernBertLayer(nn.Module):
     def forward(
         self,
         x: Tensor,
-        keep: Tensor | None = None,
+        token_mask: Tensor | None = None,
         output_attentions: bool = False,
         positions: Tensor | None = None,
         packing: Packing | None = None,
     ) -> tuple[Tensor, Tensor | None]:
-        """x (B, T, C), or (N, C) packed; keep (B, T) or None. The encoder's loop calls it with
-        BERT's layer signature and passes `positions` and `packing` by name."""
+        """x (B, T, C) with token_mask (B, T) (True at real tokens) or None; or packed (N, C)
+        with `packing`. positions (T,) or (N,): each token's position, for rotary."""
         attn, probs = self.attention(
-            self.attention_norm(x), positions, keep, packing, output_attentions
+            self.attention_norm(x), positions, token_mask, packing, output_attentions
         )
         x = x + attn
         return x + self.feed_forward(self.output_norm(x)), probs
 
 
-class ModernBertEncoder(Encoder):
-    """BERT's stack and loop with ModernBERT's layers (each knows its index: global or local
+class ModernBertEncoder(nn.Module):
+    """ModernBERT's own stack and loop: layers that each know their index (global or local
     attention), an always-present final norm (reported as the last hidden state, as in
-    transformers) and, with `config.unpad`, the real tokens packed before the first layer."""
-
-    final_norm_in_hidden_states = True
+    transformers) and, with `config.unpad`, the real tokens packed before the first layer and
+    put back after the final norm."""
 
     def __init__(self, config: ModernBertConfig) -> None:
-        super().__init__(config)
+        super().__init__()
         self.config = config  # read at every forward, so `model.config.unpad = True` applies
+        self.layers = nn.ModuleList(
+            ModernBertLayer(config, i) for i in range(config.num_hidden_layers)
+        )
+        self.final_norm = _norm(config)
 
-    def build_layers(self, config: ModernBertConfig) -> list[nn.Module]:
-        return [ModernBertLayer(config, i) for i in range(config.num_hidden_layers)]
-
-    def build_final_norm(self, config: ModernBertConfig) -> nn.Module:
-        return _norm(config)
-
-    def layer_inputs(
-        self, x: Tensor, mask: Tensor | None
-    ) -> tuple[Tensor, Tensor | None, dict[str, Any]]:
-        """mask: BertModel's keep-mask (B, 1, 1, T) -> the layers' (B, T) keep, rotary positions
-        (T,) and no packing; with unpadding, x becomes (N, C) and positions come per token."""
+    def forward(
+        self,
+        x: Tensor,
+        keep_mask: Tensor | None = None,
+        output_attentions: bool = False,
+        output_hidden_states: bool = False,
+    ) -> tuple[Tensor, tuple[Tensor, ...] | None, tuple[Tensor, ...] | None]:
+        """x (B, T, C); keep_mask (B, 1, 1, T) from BertModel's forward, read as token_mask
+        (B, T). Returns BERT's encoder's triple: (B, T, C), hidden states, attention maps."""
         b, t, _ = x.shape
-        keep = None if mask is None else mask[:, 0, 0, :]  # (B, T)
-        if not self.config.unpad:
-            return x, keep, {"positions": torch.arange(t, device=x.device), "packing": None}
-        if keep is None:
-            keep = torch.ones(b, t, dtype=torch.bool, device=x.device)
-        x, packing = pack(x, keep)  # (N, C): only the real tokens
-        return x, None, {"positions": packing.positions, "packing": packing}
+        token_mask = None if keep_mask is None else keep_mask[:, 0, 0, :]  # (B, T)
+        positions = torch.arange(t, device=x.device)  # (T,): what rotary turns q and k by
+        packing = None
+        if self.config.unpad:
+            if token_mask is None:
+                token_mask = torch.ones(b, t, dtype=torch.bool, device=x.device)
+            x, packing = pack(x, token_mask)  # (N, C): only the real tokens
+            positions, token_mask = packing.positions, None  # (N,); nothing left to mask
 
-    def layer_outputs(self, x: Tensor, layer_kwargs: dict[str, Any]) -> Tensor:
-        packing = layer_kwargs["packing"]
-        return x if packing is None else packing.unpack(x)  # (N, C) -> (B, T, C)
+        def padded(h: Tensor) -> Tensor:
+            """A layer's output as the caller sees it: (B, T, C), unpacked if packed."""
+            return h if packing is None else packing.unpack(h)
+
+        hidden_states = [padded(x)] if output_hidden_states else None
+        attentions = [] if output_attentions else None
+        for layer in self.layers:
+            x, probs = layer(x, token_mask, output_attentions, positions, packing)
+            if hidden_states is not None:
+                hidden_states.append(padded(x))
+            if attentions is not None:
+                attentions.append(probs)
+        x = padded(self.final_norm(x))  # (B, T, C)
+        if hidden_states is not None:
+            hidden_states[-1] = x  # the final norm's output, as transformers reports it
+        return (
+            x,
+            tuple(hidden_states) if hidden_states is not None else None,
+            tuple(attentions) if attentions is not None else None,
+        )
 
 
 class ModernBertPredictionHead(nn.Module):

@@ -13,17 +13,15 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from course_lib.config import RobertaConfig
+from course_lib.activations import get_activation
+from course_lib.config import BertConfig, RobertaConfig
 from course_lib.models.bert import (
+    BertEmbeddings,
     BertForMaskedLM,
     BertForQuestionAnswering,
     BertForSequenceClassification,
     BertForTokenClassification,
     BertModel,
-)
-from course_lib.modules.embeddings import BertEmbeddings
-from course_lib.modules.heads import (
-    FirstTokenClassificationHead,
     MaskedLMHead,
     TokenClassificationHead,
 )
@@ -72,6 +70,28 @@ class RobertaLMHead(MaskedLMHead):
         super().__init__(config, activation="gelu")
 
 
+class FirstTokenClassificationHead(nn.Module):
+    """For encoders without a pooler: the first token's vector -> (dropout) -> dense ->
+    activation -> dropout -> out_proj. RoBERTa: tanh, dropout first too; DistilBERT: ReLU
+    (transformers names its dense layer `pre_classifier`)."""
+
+    def __init__(
+        self, config: BertConfig, activation: str, dropout: float, dropout_first: bool
+    ) -> None:
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.dropout = nn.Dropout(dropout)
+        self.out_proj = nn.Linear(config.hidden_size, config.num_labels)
+        self.act = get_activation(activation)
+        self.dropout_first = dropout_first
+
+    def forward(self, hidden: Tensor) -> Tensor:
+        x = hidden[:, 0]  # (B, H): the <s> / [CLS] vector
+        if self.dropout_first:
+            x = self.dropout(x)
+        return self.out_proj(self.dropout(self.act(self.dense(x))))  # (B, num_labels)
+
+
 class RobertaClassificationHead(FirstTokenClassificationHead):
     """dropout, dense, tanh, dropout, out_proj on the <s> vector (transformers' RoBERTa head):
     it takes the token vectors and reads the first itself, as RoBERTa has no pooler."""
@@ -87,30 +107,37 @@ class RobertaTokenClassificationHead(TokenClassificationHead):
         super().__init__(config, dropout=config.classifier_dropout_prob)
 
 
-class RobertaVariant:
-    """What every RoBERTa task model changes relative to its BERT parent."""
+# Each task model names what it changes relative to its BERT parent: the config, the backbone,
+# and the head that differs.
+
+
+class RobertaForMaskedLM(BertForMaskedLM):
+    """RoBERTa with the masked-language-model head (exact GELU, decoder tied to the embeddings)."""
 
     config_class = RobertaConfig
     base_model_class = RobertaModel
     mlm_head_class = RobertaLMHead
 
 
-class RobertaForMaskedLM(RobertaVariant, BertForMaskedLM):
-    """RoBERTa with the masked-language-model head (exact GELU, decoder tied to the embeddings)."""
-
-
-class RobertaForSequenceClassification(RobertaVariant, BertForSequenceClassification):
+class RobertaForSequenceClassification(BertForSequenceClassification):
     """One label per sequence, from the <s> vector through RoBERTa's own head (no pooler)."""
 
+    config_class = RobertaConfig
+    base_model_class = RobertaModel
     add_pooling_layer = False
     classifier_class = RobertaClassificationHead
 
 
-class RobertaForTokenClassification(RobertaVariant, BertForTokenClassification):
+class RobertaForTokenClassification(BertForTokenClassification):
     """One label per token (dropout: classifier_dropout_prob)."""
 
+    config_class = RobertaConfig
+    base_model_class = RobertaModel
     classifier_class = RobertaTokenClassificationHead
 
 
-class RobertaForQuestionAnswering(RobertaVariant, BertForQuestionAnswering):
+class RobertaForQuestionAnswering(BertForQuestionAnswering):
     """Extractive QA: start and end logits per token."""
+
+    config_class = RobertaConfig
+    base_model_class = RobertaModel

@@ -1,4 +1,10 @@
-"""The parts every encoder is built from: embeddings, attention, feed-forward, layers, heads."""
+"""The parts a variant adds to BERT's: relative positions (DeBERTa), rotary embeddings, local
+attention and unpadding (ModernBERT), cross-layer sharing (ALBERT).
+
+BERT's own parts (embeddings, attention, feed-forward, layers, heads) live in models/bert.py;
+they are re-exported here, and from modules/attention.py, embeddings.py, encoder.py,
+feed_forward.py and heads.py, so the old import paths keep working.
+"""
 
 from course_lib.modules import heads  # the heads as one namespace: heads.MaskedLMHead, ...
 from course_lib.modules.attention import MultiHeadSelfAttention, scaled_dot_product_attention

@@ -16,7 +16,7 @@ from __future__ import annotations
 from torch import nn
 
 from course_lib.config.albert import SHARING, AlbertConfig
-from course_lib.modules.encoder import Encoder, EncoderLayer
+from course_lib.models.bert import Encoder, EncoderLayer
 
 SUBLAYERS = ("attention", "attention_norm", "feed_forward", "output_norm")
 
