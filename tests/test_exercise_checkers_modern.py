@@ -1,4 +1,4 @@
-"""The chapter 05 checkers (ELECTRA labels, ModernBERT's local mask, RoPE, a relative-score test)
+"""The chapter 05 checkers (what ELECTRA's discriminator is told, ModernBERT's local mask, RoPE's slow pairs, a relative-score test)
 accept correct answers and reject typical mistakes with specific feedback."""
 
 import itertools
@@ -10,10 +10,10 @@ import torch
 from course_lib.exercises import ExerciseError
 from course_lib.exercises.modern import (
     SCORE_PANEL,
-    check_discriminator_labels,
     check_local_attention_mask,
     check_relative_test,
-    check_rotary,
+    check_rtd_expectations,
+    check_slow_pairs,
 )
 
 
@@ -21,120 +21,75 @@ def stub(*args):
     raise NotImplementedError()
 
 
-# ----- 1. ELECTRA's discriminator input and labels
+# ----- 1. what ELECTRA's discriminator is told, in expectation
 
 
-def good_discriminator(input_ids, labels, sampled, attention_mask):
+def good_rtd(labels, p_original, attention_mask):
     masked = labels != -100
-    original = torch.where(masked, labels, input_ids)
-    corrupted = input_ids.clone()
-    corrupted[masked] = sampled
-    disc = (corrupted != original).long()
-    return corrupted, disc.masked_fill(attention_mask == 0, -100)
+    return float((1 - p_original[masked]).sum()), int(attention_mask.sum())
 
 
-def discriminator_with(labels_fn=None, corrupt_fn=None):
-    """The good answer with the labels (or the corrupted ids) computed another way."""
+def rtd_with(replaced="right", judged="right"):
+    def rtd_expectations(labels, p, mask):
+        masked, real = labels != -100, mask.bool()
+        r = {
+            "right": lambda: float((1 - p[masked]).sum()),
+            "masked": lambda: float(masked.sum()),
+            "inverted": lambda: float(p[masked].sum()),
+            "everywhere": lambda: float((1 - p[real]).sum()),
+        }[replaced]()
+        j = {"right": int(real.sum()), "masked": int(masked.sum()), "padding": mask.numel()}[judged]
+        return r, j
 
-    def answer(input_ids, labels, sampled, attention_mask):
-        corrupted, disc = good_discriminator(input_ids, labels, sampled, attention_mask)
-        if corrupt_fn is not None:
-            corrupted = corrupt_fn(input_ids, labels, sampled)
-        if labels_fn is not None:
-            disc = labels_fn(input_ids, labels, corrupted, attention_mask, disc)
-        return corrupted, disc
-
-    return answer
-
-
-def transposed_fill(input_ids, labels, sampled):
-    out = input_ids.clone()
-    out.T[(labels != -100).T] = sampled
-    return out
+    return rtd_expectations
 
 
-def test_discriminator_checker_accepts_correct_answers(capsys):
-    check_discriminator_labels(good_discriminator)
-    # float labels with whole numbers are fine too
-    check_discriminator_labels(
-        lambda *a: (good_discriminator(*a)[0], good_discriminator(*a)[1].float())
-    )
-    assert capsys.readouterr().out.count("Correct!") == 2
+def rtd_squeezed(labels, p, mask):
+    """Right, but squeezes: a batch of one loses its batch axis (and nothing breaks here)."""
+    return good_rtd(labels.squeeze(), p.squeeze(), mask.squeeze())
 
 
-def pad_to(value):
-    return lambda ids, lab, cor, mask, disc: torch.where(mask == 0, value, disc)
+def rtd_perfect_generator_nan(labels, p, mask):
+    """1 - p computed through log(1 - p): -inf at p = 1, NaN in the sum."""
+    masked = labels != -100
+    return float(torch.log1p(-p[masked]).exp().sum()) if bool((p[masked] < 1).all()) else float(
+        "nan"
+    ), int(mask.sum())
+
+
+def test_rtd_checker_accepts_the_expectation(capsys):
+    check_rtd_expectations(good_rtd)
+    out = capsys.readouterr().out
+    assert "judged on 40 real tokens (MLM on 12)" in out
 
 
 @pytest.mark.parametrize(
     "wrong, message",
     [
         (stub, "not implemented yet"),
-        (lambda *a: good_discriminator(*a)[1], "return a pair"),
-        (lambda ids, *a: (ids, good_discriminator(ids, *a)[1]), "masked input unchanged"),
-        (
-            lambda ids, lab, s, m: (
-                torch.where(lab != -100, lab, ids),
-                good_discriminator(ids, lab, s, m)[1],
-            ),
-            "the original text",
-        ),
-        (discriminator_with(corrupt_fn=transposed_fill), "row-major order"),
-        (lambda *a: (good_discriminator(*a)[0][:, :5], good_discriminator(*a)[1]), "batch's shape"),
-        (
-            discriminator_with(
-                labels_fn=lambda ids, lab, cor, mask, disc: (
-                    (lab != -100).long().masked_fill(mask == 0, -100)
-                )
-            ),
-            r"every masked position as replaced, but at \[0, 5\]",
-        ),
-        (
-            discriminator_with(
-                labels_fn=lambda ids, lab, cor, mask, disc: (
-                    (cor != ids).long().masked_fill(mask == 0, -100)
-                )
-            ),
-            "compared with the masked input",
-        ),
-        (
-            discriminator_with(
-                labels_fn=lambda ids, lab, cor, mask, disc: torch.where(mask == 0, disc, 1 - disc)
-            ),
-            "inverted",
-        ),
-        (discriminator_with(labels_fn=pad_to(0)), "padding got label 0"),
-        (discriminator_with(labels_fn=pad_to(1)), r"padding at \[1, 7\] has label 1"),
-        (
-            # no -100 at all: labels straight from the comparison (a bool tensor)
-            discriminator_with(
-                labels_fn=lambda ids, lab, cor, mask, disc: (
-                    cor != torch.where(lab != -100, lab, ids)
-                )
-            ),
-            "padding got label 0",
-        ),
-        (
-            # the MLM habit: labels only where masked
-            discriminator_with(
-                labels_fn=lambda ids, lab, cor, mask, disc: torch.where(lab != -100, disc, -100)
-            ),
-            "only the masked positions got a label",
-        ),
-        (
-            discriminator_with(
-                labels_fn=lambda ids, lab, cor, mask, disc: torch.where(
-                    (ids == 2) & (mask == 1), -100, disc
-                )
-            ),
-            "is a real token",
-        ),
-        (discriminator_with(labels_fn=lambda *a: a[-1] + 0.5), "whole numbers"),
+        (rtd_with(replaced="masked"), "you count every masked position as replaced"),
+        (rtd_with(replaced="inverted"), "inverted"),
+        (rtd_with(replaced="everywhere"), "only masked positions get a sample"),
+        (rtd_with(judged="masked"), "judged on EVERY real token"),
+        (rtd_with(judged="padding"), "padding is not a token"),
+        (rtd_perfect_generator_nan, r"a perfect generator.*expected \(0,"),
+        (lambda labels, p, m: good_rtd(labels, p, m)[0], "return a pair"),
+        (lambda labels, p, m: ("a", "b"), "return two numbers"),
     ],
 )
-def test_discriminator_checker_names_the_mistake(wrong, message):
+def test_rtd_checker_names_the_mistake(wrong, message):
     with pytest.raises(ExerciseError, match=message):
-        check_discriminator_labels(wrong)
+        check_rtd_expectations(wrong)
+
+
+def test_rtd_checker_rejects_changing_the_inputs():
+    def in_place(labels, p, mask):
+        out = good_rtd(labels, p, mask)
+        p.fill_(0.5)
+        return out
+
+    with pytest.raises(ExerciseError, match="modified its input `p_original`"):
+        check_rtd_expectations(in_place)
 
 
 # ----- 2. ModernBERT's local attention mask
@@ -189,55 +144,52 @@ def test_local_mask_checker_names_the_mistake(wrong, message):
         check_local_attention_mask(wrong)
 
 
-# ----- 3. rotary embeddings by hand
+# ----- 3. rotary pairs that stay under one turn
 
 
-def rope(x, positions, theta, *, interleaved=False, exponent=2.0, offset=0, sign=1.0):
-    d = x.shape[-1]
-    freqs = theta ** (-exponent * torch.arange(d // 2).float() / d)
-    angles = (positions.float() + offset)[:, None] * freqs
-    cos, sin = angles.cos(), sign * angles.sin()
-    if interleaved:
-        a, b = x[:, 0::2], x[:, 1::2]
-        return torch.stack((a * cos - b * sin, a * sin + b * cos), -1).flatten(1)
-    a, b = x[:, : d // 2], x[:, d // 2 :]
-    return torch.cat((a * cos - b * sin, a * sin + b * cos), -1)
+def good_slow_pairs(d, theta, distance):
+    return sum(distance * theta ** (-2 * p / d) < 2 * math.pi for p in range(d // 2))
 
 
-def test_rotary_checker_accepts_correct_answers(capsys):
-    check_rotary(rope)
+def slow_pairs_with(exponent=2.0, turn=2 * math.pi, fast=False):
+    def slow_pairs(d, theta, distance):
+        slow = sum(distance * theta ** (-exponent * p / d) < turn for p in range(d // 2))
+        return d // 2 - slow if fast else slow
 
-    def with_rotate_half(x, positions, theta):  # the library's formulation, written out
-        d = x.shape[-1]
-        inv = 1.0 / theta ** (torch.arange(0, d, 2).float() / d)
-        angles = torch.cat([positions[:, None].float() * inv] * 2, -1)
-        x1, x2 = x.chunk(2, -1)
-        return x * angles.cos() + torch.cat((-x2, x1), -1) * angles.sin()
+    return slow_pairs
 
-    check_rotary(with_rotate_half)
-    assert capsys.readouterr().out.count("Correct!") == 2
+
+def slow_pairs_zero_distance_wrong(d, theta, distance):
+    """Counts turns with a division by the distance: fails at distance 0."""
+    return sum(2 * math.pi / distance > theta ** (-2 * p / d) for p in range(d // 2))
+
+
+def test_slow_pairs_checker_accepts_the_count(capsys):
+    check_slow_pairs(good_slow_pairs)
+    out = capsys.readouterr().out
+    assert "keeps 21 of 32 pairs" in out and "12 across 8,192 tokens" in out
 
 
 @pytest.mark.parametrize(
     "wrong, message",
     [
         (stub, "not implemented yet"),
-        (lambda x, p, t: x, "unchanged"),
-        (lambda x, p, t: rope(x, p, t, interleaved=True), "interleaved pairs"),
-        (lambda x, p, t: rope(x, p, t, sign=-1.0), "turned the wrong way"),
-        (lambda x, p, t: rope(x, p, t, exponent=1.0), r"you used theta\^\(-p/d\)"),
-        (lambda x, p, t: rope(x, p, t, exponent=-2.0), "sign is flipped"),
-        (lambda x, p, t: rope(x, p, t, offset=1), "positions start at 0"),
-        (lambda x, p, t: rope(x, p, 10_000.0), "theta is ignored"),
-        (lambda x, p, t: rope(x, torch.arange(len(p)), t), "`positions` is ignored"),
-        (lambda x, p, t: rope(x, p, t)[:-1], "keeps the shape"),
-        (lambda x, p, t: rope(x, p, t).long(), "return floats"),
-        (lambda x, p, t: rope(x, p, t) * 1.01, r"row 0 \(position 0\), feature \d+ should be"),
+        (slow_pairs_with(exponent=1.0), r"theta\^\(-2p/d\) per position"),
+        (slow_pairs_with(turn=math.pi), "a full turn is 2 pi, not pi"),
+        (slow_pairs_with(fast=True), "you counted the FAST pairs"),
+        (slow_pairs_with(turn=1.0), "in radians"),
+        (slow_pairs_zero_distance_wrong, r"distance 0.*ZeroDivisionError"),
+        (lambda d, t, n: float(good_slow_pairs(d, t, n)), "return an int"),
+        (lambda d, t, n: good_slow_pairs(d, t, n) + 1, "count the pairs p with"),
+        (
+            lambda d, t, n: good_slow_pairs(d, t, n) if d > 2 else 1,
+            r"one pair \(d = 2\)",
+        ),
     ],
 )
-def test_rotary_checker_names_the_mistake(wrong, message):
+def test_slow_pairs_checker_names_the_mistake(wrong, message):
     with pytest.raises(ExerciseError, match=message):
-        check_rotary(wrong)
+        check_slow_pairs(wrong)
 
 
 # ----- 4. a test for relative scores

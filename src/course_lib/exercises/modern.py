@@ -1,5 +1,6 @@
-"""Chapter 05 exercise checkers: ELECTRA's discriminator labels, ModernBERT's sliding-window mask,
-rotary embeddings by hand, and a test that tells relative scores from absolute ones.
+"""Chapter 05 exercise checkers, four design tasks: what ELECTRA's discriminator is told (in
+expectation), ModernBERT's sliding-window mask, which rotary pairs can tell far positions apart,
+and a test that tells relative scores from absolute ones.
 
 Each checker runs the learner's function on fresh inputs, compares with the library's reference
 (`course_lib.modules.rotary`, `course_lib.modules.local_attention`) or the rule of the paper, and
@@ -8,6 +9,7 @@ names the typical mistake when it recognises one.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
@@ -15,181 +17,176 @@ from torch import Tensor
 
 from course_lib.exercises.core import (
     ExerciseError,
+    at_edge,
     expect,
     expect_keep_mask,
     expect_tensor,
+    expect_unchanged,
     passed,
     run_learner_code,
 )
 from course_lib.labels import IGNORE_INDEX
 from course_lib.modules.local_attention import sliding_window_mask
-from course_lib.modules.rotary import RotaryEmbedding, apply_rotary
+from course_lib.modules.rotary import RotaryEmbedding
 
 
 def _first(mask: Tensor) -> tuple[int, ...]:
     return tuple(int(v) for v in mask.nonzero()[0])
 
 
-# ----- 1. ELECTRA: the discriminator's input and labels -----------------------------------------
+# ----- 1. ELECTRA: what the discriminator is told, in expectation (design) ----------------------
 
 PAD_ID, MASK_ID = 0, 4
 
 
-def _electra_batch() -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
-    """A masked batch as ELECTRA's collator makes it, with the cases that tell answers apart.
-
-    Returns input_ids (with [MASK]s), labels (originals at masked positions, -100 elsewhere),
-    sampled (one token per masked position, row-major), attention_mask, and the original ids.
-    Row 0 has no padding; rows 1 and 2 end in padding (id 0, never masked).
-    """
-    original = torch.tensor(
-        [
-            [2, 11, 12, 13, 14, 15, 16, 17, 18, 3],
-            [2, 21, 22, 23, 24, 25, 3, 0, 0, 0],
-            [2, 31, 32, 33, 3, 0, 0, 0, 0, 0],
-        ]
-    )
-    attention_mask = (original != PAD_ID).long()
-    masked = torch.zeros_like(original, dtype=torch.bool)
-    masked[0, [2, 5, 7]] = True
-    masked[1, [1, 4]] = True
-    masked[2, [2]] = True
-    input_ids = original.clone()
-    input_ids[masked] = MASK_ID
-    input_ids[0, 7] = original[0, 7]  # a masked position whose input kept the original (15% rule)
-    input_ids[1, 4] = original[1, 4]
-    labels = torch.where(masked, original, torch.full_like(original, IGNORE_INDEX))
-    # Row-major order of the masked positions: (0,2) (0,5) (0,7) (1,1) (1,4) (2,2).
-    # (0,5): the sample IS the original under a [MASK]; (1,4): the sample is the original at a
-    # kept position; (0,7): a kept position replaced; the others replaced under a [MASK].
-    sampled = torch.tensor([40, 15, 41, 42, 24, 43])
-    return input_ids, labels, sampled, attention_mask, original
-
-
-def _reference_discriminator(
-    input_ids: Tensor, labels: Tensor, sampled: Tensor, attention_mask: Tensor
-) -> tuple[Tensor, Tensor]:
+def _rtd_answers(
+    labels: Tensor, p_original: Tensor, attention_mask: Tensor, kind: str = "right"
+) -> tuple[float, int]:
+    """(expected replaced tokens, tokens judged); `kind` reproduces a typical slip."""
     masked = labels != IGNORE_INDEX
-    original = torch.where(masked, labels, input_ids)
-    corrupted = input_ids.clone()
-    corrupted[masked] = sampled
-    disc = (corrupted != original).long()
-    return corrupted, disc.masked_fill(attention_mask == 0, IGNORE_INDEX)
+    real = attention_mask.bool()
+    replaced = float((1 - p_original.double()[masked]).sum())
+    judged = int(real.sum())
+    if kind == "judged_masked":
+        judged = int(masked.sum())
+    elif kind == "judged_padding":
+        judged = real.numel()
+    elif kind == "replaced_masked":
+        replaced = float(masked.sum())
+    elif kind == "replaced_inverted":
+        replaced = float(p_original.double()[masked].sum())
+    elif kind == "replaced_everywhere":
+        replaced = float((1 - p_original.double()[real]).sum())
+    return replaced, judged
 
 
-def check_discriminator_labels(discriminator_inputs: Callable) -> None:
-    """`discriminator_inputs(input_ids, labels, sampled, attention_mask)` -> (corrupted ids,
-    labels): the generator's samples put into the masked positions, and per token 1 = replaced,
-    0 = original (a sample equal to the original counts as original), -100 at padding."""
-    input_ids, labels, sampled, attention_mask, original = _electra_batch()
-    got = run_learner_code(
-        discriminator_inputs,
-        input_ids.clone(),
-        labels.clone(),
-        sampled.clone(),
-        attention_mask.clone(),
-    )
+_RTD_MISTAKES = (
+    (
+        "replaced_masked",
+        "you count every masked position as replaced: the generator sometimes samples the "
+        "original token, and then the token IS the original (label 0). A masked position is "
+        "replaced with probability 1 - p",
+    ),
+    (
+        "replaced_inverted",
+        "inverted: p is the chance the sample IS the original; replaced is 1 - p",
+    ),
+    (
+        "replaced_everywhere",
+        "only masked positions get a sample; everywhere else the discriminator reads the original "
+        "token, whatever p says there",
+    ),
+    (
+        "judged_masked",
+        "the discriminator is judged on EVERY real token (is it original?), not only the masked "
+        "ones: that is where ELECTRA's signal comes from, against MLM's 15%",
+    ),
+    ("judged_padding", "padding is not a token: it gets -100 and is not judged"),
+)
+
+
+def _rtd_batch(
+    b: int, t: int, seed: int, rate: float = 0.3
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """(input_ids, labels, p_original, attention_mask) of a masked batch, padding on the right of
+    every other row; p_original in (0, 1) everywhere (meaningful at masked positions only)."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(5, 12, (b, t), generator=g)
+    mask = torch.ones(b, t, dtype=torch.long)
+    mask[1::2, t - t // 3 :] = 0
+    masked = (torch.rand(b, t, generator=g) < rate) & mask.bool()
+    labels = torch.where(masked, ids, torch.full_like(ids, IGNORE_INDEX))
+    ids = torch.where(masked, torch.full_like(ids, MASK_ID), ids)
+    ids[mask == 0] = PAD_ID
+    p = torch.rand(b, t, generator=g) * 0.9 + 0.05
+    return ids, labels, p, mask
+
+
+def _rtd_case(rtd_expectations: Callable, labels: Tensor, p: Tensor, mask: Tensor) -> tuple:
+    given = [x.clone() for x in (labels, p, mask)]
+    got = run_learner_code(rtd_expectations, *given)
+    name = getattr(rtd_expectations, "__name__", "rtd_expectations")
+    for before, after, what in zip(
+        (labels, p, mask), given, ("labels", "p_original", "attention_mask")
+    ):
+        expect_unchanged(before, after, what, name)
     expect(
-        isinstance(got, tuple) and len(got) == 2,
-        f"return a pair (corrupted_ids, discriminator_labels), got {type(got).__name__}"
-        + (f" of length {len(got)}" if isinstance(got, (tuple, list)) else "")
-        + ".",
+        isinstance(got, tuple | list) and len(got) == 2,
+        f"return a pair (expected_replaced, judged), got {got!r}.",
     )
-    corrupted = expect_tensor(got[0], "discriminator_inputs")
-    disc = expect_tensor(got[1], "discriminator_inputs")
-    shape = tuple(input_ids.shape)
-    for what, value in (("corrupted_ids", corrupted), ("discriminator_labels", disc)):
-        expect(
-            tuple(value.shape) == shape,
-            f"{what} should have the batch's shape {shape} (one per token), got "
-            f"{tuple(value.shape)}.",
-        )
-    want_ids, want = _reference_discriminator(input_ids, labels, sampled, attention_mask)
-    masked = labels != IGNORE_INDEX
-    if not torch.equal(corrupted.long(), want_ids):
-        if torch.equal(corrupted.long(), input_ids):
-            raise ExerciseError(
-                "corrupted_ids is the masked input unchanged: the discriminator reads the "
-                "generator's samples, so put `sampled` into the masked positions "
-                "(where labels != -100)."
-            )
-        if torch.equal(corrupted.long(), original):
-            raise ExerciseError(
-                "corrupted_ids is the original text: put the generator's `sampled` tokens into "
-                "the masked positions (where labels != -100)."
-            )
-        column_major = input_ids.clone()
-        column_major.T[masked.T] = sampled
-        if torch.equal(corrupted.long(), column_major):
-            raise ExerciseError(
-                "the samples landed in the wrong positions: `sampled` follows the row-major "
-                "order of `labels != -100` (row 0 first); `ids[masked] = sampled` keeps it."
-            )
-        b, t = _first(corrupted.long() != want_ids)
+    try:
+        replaced, judged = float(got[0]), float(got[1])
+    except (TypeError, ValueError, RuntimeError):
         raise ExerciseError(
-            f"corrupted_ids[{b}, {t}] should be {int(want_ids[b, t])}, got "
-            f"{int(corrupted[b, t])}: masked positions take the next sample, all others keep "
-            "the input token."
-        )
-    expect(
-        not disc.dtype.is_floating_point or bool((disc == disc.round()).all()),
-        "labels are whole numbers: 1 (replaced), 0 (original), -100 (padding).",
-    )
-    disc = disc.long()
-    if torch.equal(disc, want):
-        passed(
-            "every real token gets a label (not only the 15% masked), a sample equal to the "
-            "original counts as original, and padding is ignored."
-        )
-        return
-    real, pad = attention_mask.bool(), ~attention_mask.bool()
-    agree_real = torch.equal(disc[real], want[real])
-    if torch.equal(disc[real], 1 - want[real]):
-        raise ExerciseError(
-            "the labels are inverted: 1 means replaced (the generator's token differs from the "
-            "original), 0 means original."
-        )
-    if bool((disc[real & ~masked] == IGNORE_INDEX).all()) and bool((disc[real] != 0).any()):
-        raise ExerciseError(
-            "only the masked positions got a label (the MLM habit): ELECTRA's discriminator "
-            "judges EVERY real token, original or not; give the unmasked tokens label 0."
-        )
-    if not agree_real and torch.equal(disc[real], masked.long()[real]):
-        b, t = _first(masked & (want == 0))
-        raise ExerciseError(
-            f"you labelled every masked position as replaced, but at [{b}, {t}] the generator "
-            f"sampled the original token ({int(original[b, t])}): that token is not a "
-            "replacement, so its label is 0 (the paper's subtle point)."
-        )
-    if not agree_real and torch.equal(disc[real], (want_ids != input_ids).long()[real]):
-        b, t = _first((want_ids != input_ids) & (want == 0))
-        raise ExerciseError(
-            f"you compared with the masked input, not the original text: at [{b}, {t}] the "
-            f"input held [MASK] and the generator sampled the original token "
-            f"({int(original[b, t])}), which is not a replacement. The originals are in "
-            "`labels` at the masked positions."
-        )
-    if agree_real:
-        if bool((disc[pad] == 0).all()):
-            raise ExerciseError(
-                "padding got label 0 (original): padding is not a token, and a label of 0 would "
-                "teach the discriminator about [PAD]; give it -100 (IGNORE_INDEX) where "
-                "attention_mask is 0."
-            )
-        b, t = _first(pad & (disc != IGNORE_INDEX))
-        raise ExerciseError(
-            f"padding at [{b}, {t}] has label {int(disc[b, t])}: give every padding position "
-            "-100 (IGNORE_INDEX), where attention_mask is 0."
-        )
-    if bool((disc[real] == IGNORE_INDEX).any()):
-        b, t = _first(real & (disc == IGNORE_INDEX))
-        raise ExerciseError(
-            f"[{b}, {t}] is a real token (attention_mask 1) but got -100: only padding is ignored."
-        )
-    b, t = _first(real & (disc != want))
+            f"return two numbers (expected_replaced, judged), got {got!r}."
+        ) from None
+    want = _rtd_answers(labels, p, mask)
+    if abs(replaced - want[0]) < 1e-4 and judged == want[1]:
+        return want
+    where = f"you return ({replaced:.4g}, {judged:g}), expected ({want[0]:.4g}, {want[1]})"
+    for kind, message in _RTD_MISTAKES:
+        alt = _rtd_answers(labels, p, mask, kind)
+        if alt != want and abs(replaced - alt[0]) < 1e-4 and judged == alt[1]:
+            raise ExerciseError(f"{where}: {message}.")
     raise ExerciseError(
-        f"label [{b}, {t}] should be {int(want[b, t])}, got {int(disc[b, t])}: 1 where the "
-        "corrupted token differs from the original, 0 where it equals it."
+        f"{where}: "
+        + (
+            "the expected replaced count is off."
+            if judged == want[1]
+            else "the number of judged tokens is off."
+        )
+    )
+
+
+def check_rtd_expectations(rtd_expectations: Callable) -> None:
+    """`rtd_expectations(labels, p_original, attention_mask)` -> (expected number of tokens the
+    discriminator must call replaced, number of tokens it is judged on) for one ELECTRA batch:
+    sum over masked positions of 1 - p, and every real token."""
+    _, labels, p, mask = _rtd_batch(4, 12, seed=0)
+    replaced, judged = _rtd_case(rtd_expectations, labels, p, mask)
+    _, labels1, p1, mask1 = _rtd_batch(3, 9, seed=1)
+    p_one = torch.where(labels1 != IGNORE_INDEX, torch.ones_like(p1), p1)
+    pad_row = mask1.clone()
+    pad_row[2] = 0
+    edges = (
+        (
+            "nothing masked (no generator sample at all)",
+            torch.full_like(labels1, IGNORE_INDEX),
+            p1,
+            mask1,
+        ),
+        ("a perfect generator (p = 1 at every masked position)", labels1, p_one, mask1),
+        ("a row of padding only", torch.where(pad_row.bool(), labels1, IGNORE_INDEX), p1, pad_row),
+        ("a batch of one", labels1[:1], p1[:1], mask1[:1]),
+    )
+    for description, e_labels, e_p, e_mask in edges:
+        with at_edge(description):
+            _rtd_case(rtd_expectations, e_labels, e_p, e_mask)
+    # the proof: sample the generator many times and label with the library's corrupt()
+    from course_lib.objectives.rtd import corrupt
+
+    ids, labels, p, mask = _rtd_batch(4, 12, seed=0)
+    masked = labels != IGNORE_INDEX
+    original = labels[masked]
+    g = torch.Generator().manual_seed(4)
+    draws = 400
+    total = 0
+    for _ in range(draws):
+        keep = torch.rand(original.shape, generator=g) < p[masked]
+        other = 5 + (original - 5 + torch.randint(1, 7, original.shape, generator=g)) % 7
+        _, disc = corrupt(ids, labels, torch.where(keep, original, other))
+        total += int(disc[mask.bool()].sum())
+    sampled = total / draws
+    expect(
+        abs(sampled - replaced) < 0.4,
+        f"over {draws} sampled batches the library labels {sampled:.2f} tokens replaced on "
+        f"average, your expectation is {replaced:.2f}.",
+    )
+    n_masked = int(masked.sum())
+    passed(
+        f"in this batch the discriminator is judged on {judged} real tokens (MLM on {n_masked}), "
+        f"and expects {replaced:.2f} replaced ones (the library's corrupt() over {draws} sampled "
+        f"batches: {sampled:.2f}); a perfect generator leaves nothing to detect."
     )
 
 
@@ -306,119 +303,101 @@ def check_local_attention_mask(local_attention_mask: Callable) -> None:
     )
 
 
-# ----- 3. rotary embeddings by hand -------------------------------------------------------------
+# ----- 3. rotary embeddings: which pairs can tell far positions apart (design) ------------------
 
 
-def _rope_variant(
-    x: Tensor,
-    positions: Tensor,
+def _slow_pairs(
+    d: int,
     theta: float,
+    distance: int,
     *,
-    interleaved: bool = False,
     exponent: float = 2.0,
-    offset: int = 0,
-    sign: float = 1.0,
-) -> Tensor:
-    """RoPE with one convention changed, to recognise typical mistakes (float64, exact enough)."""
-    d = x.shape[-1]
-    p = torch.arange(d // 2, dtype=torch.float64)
-    freqs = theta ** (-exponent * p / d)
-    angles = (positions.double() + offset)[:, None] * freqs  # (T, d/2)
-    cos, sin = angles.cos(), sign * angles.sin()
-    x = x.double()
-    if interleaved:
-        a, b = x[..., 0::2], x[..., 1::2]
-        out = torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1)
-        return out.flatten(-2)
-    a, b = x[..., : d // 2], x[..., d // 2 :]
-    return torch.cat((a * cos - b * sin, a * sin + b * cos), dim=-1)
+    turn: float = 2 * math.pi,
+    pairs: int | None = None,
+    fast: bool = False,
+) -> int:
+    """Feature pairs whose angle over `distance` positions stays below one turn; the switches
+    reproduce the typical slips."""
+    n = d // 2 if pairs is None else pairs
+    slow = sum(distance * theta ** (-exponent * p / d) < turn for p in range(n))
+    return n - slow if fast else slow
 
 
-def _rope_reference(x: Tensor, positions: Tensor, theta: float) -> Tensor:
-    cos, sin = RotaryEmbedding(x.shape[-1], theta)(positions)
-    return apply_rotary(x, cos, sin)
+_PAIR_MISTAKES = (
+    (
+        {"exponent": 1.0},
+        "pair p turns by theta^(-2p/d) per position, not theta^(-p/d): the pairs run over p = 0 "
+        "... d/2 - 1, so the exponent reaches -(d - 2)/d",
+    ),
+    ({"turn": math.pi}, "a full turn is 2 pi, not pi: within half a turn nothing repeats yet"),
+    ({"pairs": None, "fast": True}, "you counted the FAST pairs, those that turn full circle"),
+    ({"turn": 1.0}, "the angle is in radians: one full turn is 2 pi, not 1"),
+)
 
 
-def check_rotary(rotate: Callable) -> None:
-    """`rotate(x, positions, theta)` -> x turned as ModernBERT's RoPE does: x (T, d), positions
-    (T,) integers, pair p = (feature p, feature p + d/2) turned by positions * theta^(-2p/d)."""
-    g = torch.Generator().manual_seed(0)
-    cases = (
-        (torch.arange(9), 16, 10_000.0),
-        (torch.arange(9), 16, 160_000.0),  # a global layer's base
-        (torch.tensor([0, 1, 2, 3, 4, 0, 1, 2, 0, 1, 2, 3]), 8, 10_000.0),  # packed sequences
-    )
-    for positions, d, theta in cases:
-        x = torch.randn(len(positions), d, generator=g)
-        got = expect_tensor(run_learner_code(rotate, x.clone(), positions.clone(), theta), "rotate")
+def _library_slow_pairs(d: int, theta: float, distance: int) -> int:
+    """The same count from the library's RotaryEmbedding: the angle of each pair unwrapped from
+    position 0 to `distance` (each step turns less than pi), compared with one full turn."""
+    cos, sin = RotaryEmbedding(d, theta)(torch.arange(distance + 1))  # (distance + 1, d)
+    half = d // 2  # the library repeats each pair's angle for both halves of the head
+    angle = torch.atan2(sin[:, :half].double(), cos[:, :half].double())  # wrapped to (-pi, pi]
+    step = torch.remainder(angle.diff(dim=0) + math.pi, 2 * math.pi) - math.pi
+    total = step.sum(0)  # unwrapped angle at `distance`
+    return int((total < 2 * math.pi - 1e-3).sum())
+
+
+def check_slow_pairs(slow_pairs: Callable) -> None:
+    """`slow_pairs(d, theta, distance)` -> how many of RoPE's d/2 feature pairs turn by less
+    than one full turn (2 pi) over `distance` positions (pair p turns theta^(-2p/d) per position)."""
+    cases = [(64, 10_000.0, 128), (64, 160_000.0, 8192), (64, 10_000.0, 8192), (16, 500.0, 40)]
+    edges = {
+        (2, 10_000.0, 100): "one pair (d = 2): a head of two features",
+        (32, 10_000.0, 0): "distance 0: nothing turns",
+        (8, 2.0, 3): "a tiny base (theta = 2)",
+    }
+    results = []
+
+    def one(case: tuple[int, float, int]) -> None:
+        d, theta, distance = case
+        want = _slow_pairs(d, theta, distance)
+        if distance:
+            assert _library_slow_pairs(d, theta, distance) == want, case  # the library agrees
+        got = run_learner_code(slow_pairs, d, theta, distance)
         expect(
-            tuple(got.shape) == tuple(x.shape),
-            f"rotation keeps the shape: expected {tuple(x.shape)}, got {tuple(got.shape)}.",
+            isinstance(got, int | torch.Tensor) and not isinstance(got, bool),
+            f"return an int (a number of pairs), got {got!r}.",
         )
-        expect(got.dtype.is_floating_point, f"return floats, got {got.dtype}.")
-        want = _rope_reference(x, positions, theta)
-        got = got.double()
-        if torch.allclose(got, want.double(), atol=1e-4):
-            continue
-
-        def same(**kw: float) -> bool:
-            # loose: a float32 answer with a flipped exponent turns by angles ~1e4 rad, whose
-            # rounding (~1e-3) alone exceeds 1e-4; the variants differ from each other by O(1)
-            variant = _rope_variant(x, positions, theta, **kw)  # noqa: B023
-            return torch.allclose(got, variant, atol=1e-2)  # noqa: B023
-
-        label = f"(d={d}, theta={theta:,.0f})"
-        if torch.allclose(got, x.double(), atol=1e-6):
-            raise ExerciseError("x came back unchanged: turn each pair by its angle.")
-        if same(interleaved=True):
-            raise ExerciseError(
-                "interleaved pairs (features 2p, 2p + 1): the library and transformers' "
-                "ModernBERT pair feature p with feature p + d/2 (the two halves, rotate_half). "
-                "Both are RoPE, but weights trained one way do not load the other way."
-            )
-        if same(sign=-1.0):
-            raise ExerciseError(
-                "turned the wrong way: pair (a, b) becomes (a cos - b sin, a sin + b cos), "
-                "i.e. x cos + rotate_half(x) sin with rotate_half(x) = (-x2, x1)."
-            )
-        if same(exponent=1.0):
-            raise ExerciseError(
-                f"the frequencies are off {label}: pair p turns by theta^(-2p/d) per position "
-                "(p = 0 .. d/2 - 1), you used theta^(-p/d)."
-            )
-        if same(exponent=-2.0):
-            raise ExerciseError(
-                f"the exponent's sign is flipped {label}: the frequency theta^(-2p/d) falls "
-                "from 1 (pair 0) to about 1/theta (the last pair)."
-            )
-        if same(offset=1):
-            raise ExerciseError(
-                "positions start at 0: the first token is not turned at all. Use `positions` "
-                "as given, without adding 1."
-            )
-        if theta != 10_000.0 and torch.allclose(
-            got, _rope_variant(x, positions, 10_000.0), atol=1e-4
-        ):
-            raise ExerciseError(
-                f"theta is ignored: with theta={theta:,.0f} (a global layer) you computed the "
-                "angles of theta=10,000. Use the `theta` argument."
-            )
-        if not torch.equal(positions, torch.arange(len(positions))) and torch.allclose(
-            got, _rope_variant(x, torch.arange(len(positions)), theta), atol=1e-4
-        ):
-            raise ExerciseError(
-                "`positions` is ignored: you turned row t by angle t, but with unpadding the "
-                f"positions restart at 0 for each packed sequence ({positions.tolist()}). Use "
-                "the positions you are given."
-            )
-        t, f = _first((got - want.double()).abs() > 1e-4)
+        got = int(got)
+        results.append((case, got, want))
+        if got == want:
+            return
+        where = f"slow_pairs({d}, {theta:g}, {distance}) = {got}, expected {want} of {d // 2} pairs"
+        hints = [
+            hint
+            for flags, hint in _PAIR_MISTAKES
+            if got == _slow_pairs(d, theta, distance, **flags) != want
+        ]
         raise ExerciseError(
-            f"{label}: row {t} (position {int(positions[t])}), feature {f} should be "
-            f"{float(want[t, f]):.4f}, got {float(got[t, f]):.4f}."
+            f"{where}: "
+            + (
+                "; or ".join(hints)
+                if hints
+                else "count the pairs p with distance x theta^(-2p/d) < 2 pi"
+            )
+            + "."
         )
+
+    for case in cases:
+        one(case)
+    for case, label in edges.items():
+        with at_edge(label):
+            one(case)
+    local, global_ = results[0][2], results[1][2]
     passed(
-        "your rotation equals the library's (and transformers') RoPE: halves as pairs, "
-        "theta^(-2p/d), positions from 0, any theta."
+        f"a ModernBERT head (d = 64) keeps {local} of 32 pairs under one turn across a local "
+        f"window of 128 tokens at theta = 10,000, and {global_} across 8,192 tokens at theta = "
+        f"160,000 (at theta = 10,000 it would keep {results[2][2]}): the larger base is what lets "
+        "global layers tell far positions apart."
     )
 
 
@@ -548,8 +527,8 @@ def check_relative_test(is_relative: Callable) -> None:
 
 
 __all__ = [
-    "check_discriminator_labels",
     "check_local_attention_mask",
     "check_relative_test",
-    "check_rotary",
+    "check_rtd_expectations",
+    "check_slow_pairs",
 ]
