@@ -506,3 +506,86 @@ def test_bpe_merge_checker_accepts_a_solution(capsys):
 def test_bpe_merge_checker_names_the_mistake(wrong, message):
     with pytest.raises(ExerciseError, match=message):
         check_bpe_merge(wrong)
+
+
+# ----- the edges: answers right only at the typical sizes are rejected, naming the edge ---------
+
+
+def positions_from_first_real(input_ids, padding_idx, sep_id):
+    """A loop that starts counting at each row's first real token: a row of padding only has
+    none (IndexError)."""
+    out = torch.full_like(input_ids, padding_idx)
+    for b, row in enumerate(input_ids):
+        start = int((row != padding_idx).nonzero()[0])
+        count = 0
+        for t in range(start, len(row)):
+            if row[t] != padding_idx:
+                count += 1
+                out[b, t] = padding_idx + count
+                count = 0 if row[t] == sep_id else count
+    return out
+
+
+def positions_in_place(input_ids, padding_idx, sep_id):
+    out = reference_packed_position_ids(input_ids, padding_idx, sep_id)
+    input_ids.copy_(out)
+    return out
+
+
+def collate_pads_in_place(examples, pad_token_id, mask_token_id, vocab_size, special_ids, g):
+    """Pads each example list in place (e += [pad] * ...): the dataset's examples change."""
+    width = max(len(e) for e in examples)
+    lengths = [len(e) for e in examples]
+    for e in examples:
+        e += [pad_token_id] * (width - len(e))
+    input_ids = torch.tensor(examples)
+    attention_mask = (torch.arange(width)[None] < torch.tensor(lengths)[:, None]).long()
+    special = build_special_tokens_mask(input_ids, special_ids, attention_mask)
+    input_ids, labels = mask_tokens(
+        input_ids, special, mask_token_id, vocab_size, MaskingConfig(), g
+    )
+    return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+
+
+def collate_squeezed(*args):
+    return {k: v.squeeze() for k, v in collate(*args).items()}
+
+
+def merge_in_place(word_freqs):
+    """Right merges, but written into the caller's dict."""
+    best, merged = bpe_merge_step(dict(word_freqs))
+    word_freqs.clear()
+    word_freqs.update(merged)
+    return best, word_freqs
+
+
+def from_symbols_short_cut(symbols):
+    """Treats a one-symbol string as already decoded: wrong for 'Ġ' (a space)."""
+    return symbols if len(symbols) < 2 else good_from_symbols(symbols)
+
+
+@pytest.mark.parametrize(
+    "checker, wrong, message",
+    [
+        (
+            check_packed_position_ids,
+            lambda *a: reference_packed_position_ids(*a).squeeze(),
+            r"a batch of one.*do not \.squeeze",
+        ),
+        (check_packed_position_ids, positions_from_first_real, "a row of padding only.*IndexError"),
+        (check_packed_position_ids, positions_in_place, "modified its input `input_ids`"),
+        (
+            check_document_attention_mask,
+            lambda *a: document_mask(*a).squeeze(),
+            r"a batch of one.*do not \.squeeze",
+        ),
+        (check_dynamic_collator, collate_pads_in_place, "inputs left unmodified.*e \\+= \\[pad\\]"),
+        (check_dynamic_collator, collate_squeezed, r"a batch of ONE example.*\.squeeze"),
+        (check_bpe_merge, merge_in_place, "inputs left unmodified.*word_freqs"),
+        (check_from_byte_symbols, from_symbols_short_cut, r"one symbol \(a space"),
+    ],
+    ids=lambda x: getattr(x, "__name__", None) if callable(x) else None,
+)
+def test_an_answer_right_only_at_typical_sizes_is_rejected_at_its_edge(checker, wrong, message):
+    with pytest.raises(ExerciseError, match=message):
+        checker(wrong)

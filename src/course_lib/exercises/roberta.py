@@ -159,10 +159,46 @@ def check_packed_position_ids(position_ids: Callable) -> None:
             f"for padding_idx={padding_idx}, sep_id={sep_id} and input_ids\n{ids}\nexpected\n"
             f"{ref}\ngot\n{got}"
         )
+    _check_row_edges(position_ids, reference_packed_position_ids, "position ids")
     passed(
         "every document counts from padding_idx + 1 again, each </s> ends its own document, "
         "padding stays at padding_idx, left padding too."
     )
+
+
+def _check_row_edges(fn: Callable, reference: Callable, what: str) -> None:
+    """The edges of a packed-row function: one row (a batch of one), a row of padding only next
+    to a one-document row without </s>, and input_ids left as they were."""
+    name = getattr(fn, "__name__", "your function")
+    full = _packed_batch(1, 2)
+    edges = (
+        ("a batch of one (input_ids of shape (1, 16))", full[2:3]),
+        (
+            "a row of padding only, next to a row without any </s>",
+            torch.tensor([[1] * 8, [0, 7, 8, 9, 10, 11, 12, 13]]),
+        ),
+    )
+    for description, ids in edges:
+        with at_edge(description):
+            given = ids.clone()
+            got = run_learner_code(fn, given, 1, 2)
+            expect_unchanged(ids, given, "input_ids", name)
+            want = reference(ids, 1, 2)
+            expect(isinstance(got, torch.Tensor), f"return a tensor, got {type(got).__name__}.")
+            expect(
+                tuple(got.shape) == tuple(want.shape),
+                f"expected shape {tuple(want.shape)}, got {tuple(got.shape)}"
+                + (" (do not .squeeze(): B may be 1)" if got.numel() == want.numel() else "")
+                + ".",
+            )
+            real = ids != 1
+            if what == "keep-mask":  # only real queries are checked
+                ok = torch.equal(got.bool()[real], want[real])
+            else:
+                ok = torch.equal(got, want)
+            expect(
+                ok, f"wrong {what} for input_ids\n{ids}\nexpected\n{want.long()}\ngot\n{got.long()}"
+            )
 
 
 # ----- exercise 2: a dynamic masking collator ----------------------------------------------------
@@ -180,9 +216,16 @@ def _collator_examples(n: int = 64) -> list[list[int]]:
 def _call_collator(
     collate: Callable, examples: list[list[int]], generator: torch.Generator
 ) -> dict[str, torch.Tensor]:
-    batch = run_learner_code(
-        collate, [list(e) for e in examples], _PAD, _MASK, _VOCAB, list(_SPECIALS), generator
-    )
+    given = [list(e) for e in examples]
+    batch = run_learner_code(collate, given, _PAD, _MASK, _VOCAB, list(_SPECIALS), generator)
+    changed = [i for i, (a, b) in enumerate(zip(given, examples)) if a != b]
+    with at_edge("inputs left unmodified"):
+        expect(
+            not changed and len(given) == len(examples),
+            f"`{getattr(collate, '__name__', 'collate')}` modified the example lists it was given "
+            f"(example {changed[0] if changed else len(given)} changed): padding in place "
+            "(e += [pad] * ...) changes the dataset's own examples. Build new rows instead.",
+        )
     expect(isinstance(batch, dict), f"return a dict of tensors, got {type(batch).__name__}.")
     missing = [k for k in ("input_ids", "attention_mask", "labels") if k not in batch]
     expect(
@@ -269,6 +312,18 @@ def check_dynamic_collator(collate: Callable) -> None:
         "Do not re-seed inside the collator; keep drawing from the generator you are given.",
     )
     overlap = (first & second).sum().item() / max(first.sum().item(), 1)
+    with at_edge("a batch of ONE example (no padding at all)"):
+        one = _call_collator(collate, examples[:1], torch.Generator().manual_seed(2))
+        length = len(examples[0])
+        for name in ("input_ids", "attention_mask", "labels"):
+            t = one[name]
+            expect(
+                isinstance(t, torch.Tensor) and tuple(t.shape) == (1, length),
+                f"{name} must have shape (1, {length}); got "
+                f"{tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__}"
+                " (do not .squeeze(): B may be 1).",
+            )
+        expect(bool(one["attention_mask"].bool().all()), "one example has no padding: mask all 1.")
     passed(
         f"padding, 15% selection and 80/10/10 are right, and a second epoch re-masks: only "
         f"{overlap:.0%} of the selected positions were selected again (about 15% by chance)."
@@ -343,6 +398,7 @@ def check_document_attention_mask(attention_mask: Callable) -> None:
         )
     allowed_full = (real[:, :, None] & real[:, None, :]).sum().item()
     kept = ref[real].sum().item()
+    _check_row_edges(attention_mask, reference_document_attention_mask, "keep-mask")
     passed(
         f"each document attends only to itself: of the {allowed_full} (query, key) pairs of "
         f"real tokens that FULL-SENTENCES attention allows in this batch, {kept} remain "
@@ -668,6 +724,10 @@ def check_from_byte_symbols(from_byte_symbols: Callable) -> None:
             "to bytes, join them, and decode the whole byte string once as UTF-8 (a character's "
             "bytes are not characters on their own; never decode with errors='ignore').",
         )
+    for description, text in (("the empty string", ""), ("one symbol (a space, 'Ġ')", " ")):
+        with at_edge(description):
+            back = run_learner_code(from_byte_symbols, reference(text))
+            expect(back == text, f"{reference(text)!r} came back as {back!r}, expected {text!r}.")
     passed(
         "every text survives the round trip, emoji and accents included: byte-level BPE starts "
         "from these 256 symbols, so it never needs an unknown token."
@@ -696,7 +756,15 @@ def check_bpe_merge(bpe_merge_step: Callable) -> None:
     from course_lib.tokenization.byte_level import pair_counts
 
     for corpus in _merge_corpora():
-        out = run_learner_code(bpe_merge_step, dict(corpus))
+        given = dict(corpus)
+        out = run_learner_code(bpe_merge_step, given)
+        with at_edge("inputs left unmodified"):
+            expect(
+                given == corpus,
+                f"`{getattr(bpe_merge_step, '__name__', 'bpe_merge_step')}` modified the "
+                "word_freqs dict it was given: the caller keeps the corpus before the merge "
+                "(to record it, or to try another merge). Build and return a new dict.",
+            )
         expect(
             isinstance(out, tuple) and len(out) == 2,
             "return a tuple (best_pair, new_word_freqs).",
