@@ -89,6 +89,7 @@ MASTER_ANSWERS = [
     (checks.check_shared_sublayers, "02_cross_layer_sharing.ipynb", "my_shared_sublayers"),
     (checks.check_shared_encoder, "02_cross_layer_sharing.ipynb", "my_shared_encoder"),
     (checks.check_sop_pair, "03_sop_vs_nsp.ipynb", "my_sop_pair"),
+    (checks.check_overlap, "03_sop_vs_nsp.ipynb", "my_overlap"),
     (checks.check_conditional_entropy, "06_labs_embedding_and_sop.ipynb", "my_conditional_entropy"),
 ]
 IDS = [m[2] for m in MASTER_ANSWERS]
@@ -354,3 +355,31 @@ def test_sop_pair_mistakes(wrong, message, capsys):
 )
 def test_conditional_entropy_mistakes(wrong, message, capsys):
     assert_rejected(checks.check_conditional_entropy, wrong, message, capsys)
+
+
+def _overlap(specials=False, lists=False, by_a=False):
+    def overlap(example, special_ids):
+        ids, types = example["input_ids"], example["token_type_ids"]
+        keep = (lambda i: True) if specials else (lambda i: i not in special_ids)
+        a = [i for i, t in zip(ids, types) if t == 0 and keep(i)]
+        b = [i for i, t in zip(ids, types) if t == 1 and keep(i)]
+        if lists:  # multisets: a repeated token counts every time
+            shared = sum(min(a.count(i), b.count(i)) for i in set(a))
+            return shared / max(1, len(a) + len(b) - shared)
+        sa, sb = set(a), set(b)
+        return len(sa & sb) / max(1, len(sa) if by_a else len(sa | sb))
+
+    return overlap
+
+
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        (_overlap(specials=True), "leave the special tokens out"),
+        # right whenever no token repeats within a segment
+        (_overlap(lists=True), "compare the SETS of tokens"),
+        (_overlap(by_a=True), "not of A's"),
+    ],
+)
+def test_overlap_mistakes(wrong, message, capsys):
+    assert_rejected(checks.check_overlap, wrong, message, capsys)

@@ -14,6 +14,7 @@ import copy
 import math
 import random
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -627,4 +628,94 @@ check_conditional_entropy = BuildCheck(
     fallback=conditional_entropy,
     fallback_name="course_lib.labs.albert.conditional_entropy",
     todo="return -(1/V) sum_i sum_j P(j|i) log P(j|i) in nats, from the table of log P(j|i).",
+)
+
+
+# ----- notebook 03: the topic cue, token overlap ----------------------------------------------------
+
+
+def token_overlap(example: dict[str, Any], special_ids: set[int] | frozenset[int]) -> float:
+    """Jaccard overlap |A & B| / |A | B| of the token SETS of segment A (token type 0) and B
+    (type 1), special tokens left out; 0.0 when both are empty. Order-blind by construction."""
+    ids, types = example["input_ids"], example["token_type_ids"]
+    a = {i for i, t in zip(ids, types) if t == 0 and i not in special_ids}
+    b = {i for i, t in zip(ids, types) if t == 1 and i not in special_ids}
+    return len(a & b) / max(1, len(a | b))
+
+
+_SPECIAL = frozenset({0, 1, 2, 3})  # [PAD], [UNK], [CLS], [SEP] of the probe's examples
+
+
+def _pair(a: Sequence[int], b: Sequence[int]) -> dict[str, Any]:
+    ids = [2, *a, 3, *b, 3]
+    return {"input_ids": ids, "token_type_ids": [0] * (len(a) + 2) + [1] * (len(b) + 1)}
+
+
+_OVERLAP_CASES = (
+    ("A = [10, 11, 12], B = [12, 13]", (10, 11, 12), (12, 13)),
+    ("repeated tokens, A = [10, 10, 10, 11], B = [10, 12]", (10, 10, 10, 11), (10, 12)),
+    ("no shared token", (20, 21), (22, 23, 24)),
+    ("A and B the same set", (30, 31), (31, 30, 30)),
+    ("a segment holding only [UNK]s, A = [1, 1], B = [1]", (1, 1), (1,)),
+    ("a one-token A", (40,), (40, 41, 42, 43)),
+    ("a long A and a short B", (50, 51, 52, 53), (53, 54)),
+)
+
+
+def _overlap_hints(example: dict[str, Any], got: float, what: str) -> list[str]:
+    """The typical mistakes whose value equals `got` on this example."""
+    ids, types = example["input_ids"], example["token_type_ids"]
+    seg_a = [i for i, t in zip(ids, types) if t == 0]
+    seg_b = [i for i, t in zip(ids, types) if t == 1]
+    sa = {i for i in seg_a if i not in _SPECIAL}
+    sb = {i for i in seg_b if i not in _SPECIAL}
+    candidates = (
+        (len(set(seg_a) & set(seg_b)) / max(1, len(set(seg_a) | set(seg_b))), "leave the "
+         "special tokens out ([CLS], [SEP] and the other `special_ids`): [SEP] ends both "
+         "segments, so every pair would share it"),
+        (len(sa & sb) / max(1, min(len(sa), len(sb))), "divide by the size of the UNION of the "
+         "two sets (Jaccard), not the smaller set"),
+        (len(sa & sb) / max(1, len(sa)), "divide by the size of the UNION of the two sets, not "
+         "of A's: the feature must not change when A and B swap"),
+        (float(len(sa & sb)), "a ratio, |A & B| / |A | B|, not the count of shared tokens"),
+    )  # fmt: skip
+    hints = [hint for value, hint in candidates if abs(got - value) < 1e-12]
+    if not hints and "repeated" in what:
+        hints.append("compare the SETS of tokens: a token repeated in A counts once")
+    return hints
+
+
+def _probe_overlap(my_overlap: Callable) -> str:
+    first: str | None = None
+    for what, a, b in _OVERLAP_CASES:
+        for one, other in ((a, b), (b, a)):
+            example = _pair(one, other)
+            before = copy.deepcopy(example)
+            got = run_learner_code(my_overlap, example, set(_SPECIAL))
+            expect(example == before, f"({what}) your function changed the example in place.")
+            expect(
+                isinstance(got, float | int) and not isinstance(got, bool),
+                f"return a number, got {type(got).__name__}.",
+            )
+            want = token_overlap(example, _SPECIAL)
+            if abs(got - want) < 1e-12:
+                continue
+            where = f"({what}) you return {got:.3f}, expected {want:.3f}"
+            hints = _overlap_hints(example, got, what)
+            if len(hints) == 1:  # one mistake explains it: name it
+                raise ExerciseError(f"{where}: {hints[0]}.")
+            first = first or (f"{where}: {hints[0]}." if hints else f"{where}.")
+    if first:
+        raise ExerciseError(first)
+    return (
+        "the Jaccard overlap of the token sets, specials out, symmetric, repeats and "
+        "[UNK]-only included."
+    )
+
+
+check_overlap = BuildCheck(
+    _probe_overlap,
+    fallback=token_overlap,
+    fallback_name="course_lib.exercises.lessons_albert.token_overlap",
+    todo="return |A & B| / |A | B| for the token sets of segments A and B, special tokens left out.",
 )
