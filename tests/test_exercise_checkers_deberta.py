@@ -322,3 +322,31 @@ def test_emd_trace_checker_accepts_the_trace(capsys):
 def test_emd_trace_checker_names_the_mistake(wrong, message):
     with pytest.raises(ExerciseError, match=message):
         check_emd_trace(wrong)
+
+
+# ----- the edges: answers right only at the typical sizes are rejected, naming the edge ---------
+
+
+def delta_from_arange(i, j, k):
+    """Builds 0..n-1 itself instead of using the positions it is given."""
+    n = i.shape[0]
+    return good_delta(torch.arange(n)[:, None], torch.arange(n)[None, :], k)
+
+
+def delta_clip_2k(i, j, k):
+    """Keeps at least three rows (clamps to max(2k - 1, 2)): right for k >= 2, not for k = 1."""
+    return (i - j + k).clamp(0, max(2 * k - 1, 2))
+
+
+@pytest.mark.parametrize(
+    "checker, wrong, message",
+    [
+        (check_delta, delta_from_arange, "positions that do not start at 0"),
+        (check_delta, delta_clip_2k, r"the smallest table \(k = 1"),
+        (check_c2p, lambda *a: good_c2p(*a).squeeze(), r"one head.*do not \.squeeze"),
+    ],
+    ids=lambda x: getattr(x, "__name__", None) if callable(x) else None,
+)
+def test_an_answer_right_only_at_typical_sizes_is_rejected_at_its_edge(checker, wrong, message):
+    with pytest.raises(ExerciseError, match=message):
+        checker(wrong)

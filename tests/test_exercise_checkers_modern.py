@@ -283,3 +283,27 @@ def test_the_panel_holds_both_kinds_and_the_reference_sorts_them():
 def test_relative_checker_names_the_mistake(wrong, message):
     with pytest.raises(ExerciseError, match=message):
         check_relative_test(wrong)
+
+
+# ----- the edges: answers right only at the typical sizes are rejected, naming the edge ---------
+
+
+def window_padding_at_end(attention_mask, local_attention):
+    """Real keys taken as the first (number of real tokens) positions: wrong with left padding."""
+    t = attention_mask.shape[1]
+    n_real = attention_mask.sum(1, keepdim=True)
+    real = torch.arange(t)[None] < n_real
+    d = torch.arange(t)[:, None] - torch.arange(t)[None, :]
+    return (d.abs() <= local_attention // 2)[None] & real[:, None, :]
+
+
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        (lambda m, w: good_local_mask(m, w).squeeze(), r"a batch of one.*\(B, T, T\)"),
+        (window_padding_at_end, "left padding"),
+    ],
+)
+def test_local_mask_edges_reject_answers_right_only_at_typical_sizes(wrong, message):
+    with pytest.raises(ExerciseError, match=message):
+        check_local_attention_mask(wrong)

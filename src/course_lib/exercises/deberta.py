@@ -15,7 +15,14 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from course_lib.exercises.core import ExerciseError, expect, expect_tensor, passed, run_learner_code
+from course_lib.exercises.core import (
+    ExerciseError,
+    at_edge,
+    expect,
+    expect_tensor,
+    passed,
+    run_learner_code,
+)
 from course_lib.modules.relative_position import (
     c2p_index,
     delta,
@@ -78,6 +85,33 @@ def check_delta(delta_fn: Callable) -> None:
             f"δ(i={a}, j={b}) with k={k} should be {int(want[a, b])} "
             f"(i - j = {a - b}), got {int(got[a, b])}."
         )
+    edges = (
+        (
+            "positions that do not start at 0 and a rectangle (3 queries at 5, 2, 9; 4 keys at "
+            "0, 7, 8, 1; k = 3): use the positions you are given",
+            torch.tensor([[5], [2], [9]]),
+            torch.tensor([[0, 7, 8, 1]]),
+            3,
+        ),
+        (
+            "the smallest table (k = 1: rows 0 and 1)",
+            torch.arange(4)[:, None],
+            torch.arange(4)[None],
+            1,
+        ),
+    )
+    for description, i, j, k in edges:
+        with at_edge(description):
+            got = expect_tensor(run_learner_code(delta_fn, i.clone(), j.clone(), k), "delta")
+            want = delta(i, j, k)
+            expect(
+                tuple(got.shape) == tuple(want.shape),
+                f"expected shape {tuple(want.shape)}, got {tuple(got.shape)}.",
+            )
+            expect(
+                torch.equal(got.long(), want),
+                f"expected\n{want}\ngot\n{got.long()}",
+            )
     passed("δ(i, j) shifts by k and clips to the 2k rows of the table, for k = 2, 4, 7.")
 
 
@@ -207,7 +241,13 @@ def _call_gather(
     n = rel.shape[0]
     expect(
         tuple(got.shape) == (content.shape[0], n, n),
-        f"expected [heads, query, key] = {(content.shape[0], n, n)}, got {tuple(got.shape)}.",
+        f"expected [heads, query, key] = {(content.shape[0], n, n)}, got {tuple(got.shape)}"
+        + (
+            " (do not .squeeze(): a dimension of size 1 is still one)"
+            if got.numel() == content.shape[0] * n * n
+            else ""
+        )
+        + ".",
     )
     return got
 
@@ -249,6 +289,17 @@ def check_c2p(c2p: Callable) -> None:
             "query @ key_r.transpose(-1, -2) ([heads, n, 2 span]) and gather "
             "the column δ(i, j) for each key j."
         )
+    g = torch.Generator().manual_seed(5)
+    for description, heads, n in (
+        ("one head (query [1, 6, 8])", 1, 6),
+        ("one token (query [3, 1, 8])", 3, 1),
+    ):
+        query, key_r = torch.randn(heads, n, 8, generator=g), torch.randn(heads, 8, 8, generator=g)
+        rel = relative_position(n, n)
+        with at_edge(description):
+            got = _call_gather(c2p, "c2p", query, key_r, rel, 4, far=False)
+            want = _gather_reference(query, key_r, c2p_index(rel, 4))
+            expect(torch.allclose(got, want, atol=1e-5), "the values differ from the reference.")
     passed("c2p equals query_i · K^r[δ(i, j)] for every head and pair, clipping included.")
 
 

@@ -297,6 +297,33 @@ def check_local_attention_mask(local_attention_mask: Callable) -> None:
             f"(|i - j| = {abs(i - j)}, key is {'real' if attention_mask[s, j] else 'padding'}), "
             f"got {bool(got[s, i, j])}."
         )
+    edges = (
+        ("a batch of one (attention_mask of shape (1, 6))", torch.ones(1, 6, dtype=torch.long), 2),
+        ("left padding", torch.tensor([[0, 0, 0, 1, 1, 1, 1], [1] * 7]), 4),
+        ("a row of padding only", torch.tensor([[1, 1, 1, 0, 0], [0] * 5]), 2),
+    )
+    for description, attention_mask, window in edges:
+        with at_edge(f"{description}, local_attention={window}"):
+            b, t = attention_mask.shape
+            given = attention_mask.clone()
+            got = expect_tensor(
+                run_learner_code(local_attention_mask, given, window), "local_attention_mask"
+            )
+            expect_unchanged(
+                attention_mask,
+                given,
+                "attention_mask",
+                getattr(local_attention_mask, "__name__", "f"),
+            )
+            expect_keep_mask(got, b, t)
+            want = _reference_window(attention_mask, window)
+            if not torch.equal(got, want):
+                s_, i, j = _first(got != want)
+                raise ExerciseError(
+                    f"sequence {s_}, query {i}, key {j} should be {bool(want[s_, i, j])} "
+                    f"(|i - j| = {abs(i - j)}, key is "
+                    f"{'real' if attention_mask[s_, j] else 'padding'}), got {bool(got[s_, i, j])}."
+                )
     passed(
         "a symmetric window of local_attention // 2 on each side, padding keys masked: the "
         "mask of ModernBERT's local layers."
