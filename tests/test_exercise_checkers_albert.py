@@ -443,3 +443,51 @@ def whole_layers(layers, sharing):
 def test_partial_sharing_checker_names_the_mistake(wrong, message):
     with pytest.raises(ExerciseError, match=message):
         check_partial_sharing(wrong)
+
+
+# ----- the edges: answers right only at the typical sizes are rejected, naming the edge ---------
+
+
+def sop_popping(segments, rng):
+    """Right pairs, but the caller's list of segments is emptied by pop()."""
+    pairs = []
+    while len(segments) > 1:
+        first = segments.pop(0)
+        second = segments[0]
+        pairs.append((second, first, 1) if rng.random() < 0.5 else (first, second, 0))
+    return pairs
+
+
+def sop_at_least_one_pair(segments, rng):
+    """Always makes at least one pair: a one-segment document crashes."""
+    pairs = []
+    for i in range(max(1, len(segments) - 1)):
+        a, b = segments[i], segments[i + 1]
+        pairs.append((b, a, 1) if rng.random() < 0.5 else (a, b, 0))
+    return pairs
+
+
+def shared_from_second_layer(make_layer, num_layers, num_groups):
+    """Builds the list as [first] + the rest: a single layer comes out twice."""
+    run = num_layers // num_groups
+    groups = [make_layer() for _ in range(num_groups)]
+    return nn.ModuleList([groups[0]] + [groups[i // run] for i in range(1, max(num_layers, 2))])
+
+
+@pytest.mark.parametrize(
+    "checker, wrong, message",
+    [
+        (
+            check_factorized_embeddings,
+            lambda V, E, H, P, T: good_embeddings(V, E, H, P, max(T, 2)),
+            "one segment type and a tiny vocabulary",
+        ),
+        (check_sop_pairs, sop_popping, "inputs left unmodified.*modified the list of segments"),
+        (check_sop_pairs, sop_at_least_one_pair, "a document of ONE segment.*IndexError"),
+        (check_shared_layers, shared_from_second_layer, r"one layer \(num_layers = 1.*IndexError"),
+    ],
+    ids=lambda x: getattr(x, "__name__", None) if callable(x) else None,
+)
+def test_an_answer_right_only_at_typical_sizes_is_rejected_at_its_edge(checker, wrong, message):
+    with pytest.raises(ExerciseError, match=message):
+        checker(wrong)

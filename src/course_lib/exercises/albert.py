@@ -4,6 +4,7 @@ largest embedding size E within a parameter budget, and partial sharing in real 
 
 from __future__ import annotations
 
+import contextlib
 import numbers
 import random
 from collections.abc import Callable
@@ -16,6 +17,7 @@ from course_lib.config import AlbertConfig
 from course_lib.counting import count_parameters
 from course_lib.exercises.core import (
     ExerciseError,
+    at_edge,
     config_from_letters,
     expect,
     passed,
@@ -37,7 +39,8 @@ def check_factorized_embeddings(albert_embedding_parameters: Callable) -> None:
     """`albert_embedding_parameters(V, E, H, P, T)` -> parameters of ALBERT's embedding module:
     word, position and segment tables in E dimensions, a LayerNorm in E, an E -> H projection."""
     cases = ((30000, 128, 768, 512, 2), (8000, 64, 256, 128, 2), (1000, 16, 96, 64, 3))
-    for V, E, H, P, T in cases:  # noqa: N806  (the paper's letters)
+    edge = (40, 4, 12, 6, 1)  # one segment type (as RoBERTa-style inputs), a tiny vocabulary
+    for V, E, H, P, T in (*cases, edge):  # noqa: N806  (the paper's letters)
         expected = _embedding_module_parameters(V, E, H, P, T)
         got = run_learner_code(albert_embedding_parameters, V, E, H, P, T)
         expect(isinstance(got, int), f"return an int, got {type(got).__name__}.")
@@ -56,6 +59,8 @@ def check_factorized_embeddings(albert_embedding_parameters: Callable) -> None:
             expected - E * H - H: "the E -> H projection (E x H weights + H bias) is missing",
         }
         hint = mistakes.get(got)
+        if (V, E, H, P, T) == edge:
+            where = f"one segment type and a tiny vocabulary: {where}"
         raise ExerciseError(
             f"{where}: {hint}."
             if hint
@@ -73,7 +78,15 @@ def check_sop_pairs(sop_pairs: Callable) -> None:
     """`sop_pairs(segments, rng)` -> one (first, second, sentence_order_label) per adjacent pair
     (segments[i], segments[i + 1]) of one document, swapped with probability 1/2 (label 1)."""
     segments = [[1000 + i, 2000 + i, 3000 + i] for i in range(400)]
-    got = run_learner_code(sop_pairs, [list(s) for s in segments], random.Random(0))
+    given = [list(s) for s in segments]
+    got = run_learner_code(sop_pairs, given, random.Random(0))
+    with at_edge("inputs left unmodified"):
+        expect(
+            given == segments,
+            f"`{getattr(sop_pairs, '__name__', 'sop_pairs')}` modified the list of segments it "
+            "was given (popped, swapped or extended in place): the document is still needed "
+            "(next epoch, other pairs). Build new pairs and leave `segments` as it was.",
+        )
     expect(
         isinstance(got, list),
         f"return a list of (first, second, label) tuples, got {type(got).__name__}.",
@@ -131,6 +144,25 @@ def check_sop_pairs(sop_pairs: Callable) -> None:
         "an rng with a different seed gave the same swaps: draw every random choice from "
         "`rng` instead of seeding your own random state.",
     )
+    for description, doc in (
+        ("a document of two segments (one pair)", [[11, 12], [13]]),
+        ("a document of ONE segment (no pair at all)", [[21, 22, 23]]),
+    ):
+        with at_edge(description):
+            pairs = run_learner_code(sop_pairs, [list(x) for x in doc], random.Random(3))
+            expect(
+                isinstance(pairs, list) and len(pairs) == len(doc) - 1,
+                f"{len(doc)} segment(s) give {len(doc) - 1} adjacent pair(s); you returned "
+                f"{pairs!r}.",
+            )
+            if pairs:
+                first, second, label = pairs[0]
+                expect(
+                    (list(first), list(second), label)
+                    in ((doc[0], doc[1], 0), (doc[1], doc[0], 1)),
+                    f"the one pair should be ({doc[0]}, {doc[1]}, 0) or ({doc[1]}, {doc[0]}, 1), "
+                    f"got {pairs[0]!r}.",
+                )
     passed(f"{len(got)} adjacent pairs, {rate:.0%} swapped, labels match the order.")
 
 
@@ -148,59 +180,61 @@ class _CountingLayer(nn.Module):
 def check_shared_layers(build_shared_layers: Callable) -> None:
     """`build_shared_layers(make_layer, num_layers, num_groups)` -> nn.ModuleList of num_layers
     entries where consecutive runs of num_layers // num_groups entries are the SAME module."""
-    for num_layers, num_groups in ((6, 1), (6, 2), (12, 3), (4, 4)):
-        _CountingLayer.built = 0
-        got = run_learner_code(build_shared_layers, _CountingLayer, num_layers, num_groups)
-        expect(
-            isinstance(got, nn.ModuleList),
-            f"return an nn.ModuleList (so PyTorch registers the layers), got {type(got).__name__}.",
-        )
-        expect(
-            len(got) == num_layers,
-            f"the list must hold one entry per applied layer ({num_layers}), got {len(got)}.",
-        )
-        run = num_layers // num_groups
-        expected = [i // run for i in range(num_layers)]
-        owners: dict[int, int] = {}
-        pattern = [owners.setdefault(id(layer), len(owners)) for layer in got]
-        distinct = len(owners)
-        if distinct == num_layers and num_groups < num_layers:
-            same_values = all(
-                (a.linear.weight == b.linear.weight).all()
-                for a, b in zip(list(got)[:-1], list(got)[1:])
-                if hasattr(a, "linear") and hasattr(b, "linear")
+    for num_layers, num_groups in ((6, 1), (6, 2), (12, 3), (4, 4), (1, 1)):
+        edge = "one layer (num_layers = 1, num_groups = 1)" if num_layers == 1 else None
+        with at_edge(edge) if edge else contextlib.nullcontext():
+            _CountingLayer.built = 0
+            got = run_learner_code(build_shared_layers, _CountingLayer, num_layers, num_groups)
+            expect(
+                isinstance(got, nn.ModuleList),
+                f"return an nn.ModuleList (so PyTorch registers the layers), got {type(got).__name__}.",
             )
-            raise ExerciseError(
-                f"all {num_layers} entries are different objects"
-                + (" holding equal values (copies)" if same_values else "")
-                + ": copies are not shared, each would be trained separately. Put the SAME "
-                "object in several places of the list."
+            expect(
+                len(got) == num_layers,
+                f"the list must hold one entry per applied layer ({num_layers}), got {len(got)}.",
             )
-        if pattern == [i % num_groups for i in range(num_layers)] and num_groups not in (
-            1,
-            num_layers,
-        ):
-            raise ExerciseError(
-                f"groups are interleaved (layer i uses group i % {num_groups}); ALBERT's groups "
-                f"are consecutive runs: layers 0..{run - 1} share one module, {run}..{2 * run - 1} "
-                "the next, and so on."
+            run = num_layers // num_groups
+            expected = [i // run for i in range(num_layers)]
+            owners: dict[int, int] = {}
+            pattern = [owners.setdefault(id(layer), len(owners)) for layer in got]
+            distinct = len(owners)
+            if distinct == num_layers and num_groups < num_layers:
+                same_values = all(
+                    (a.linear.weight == b.linear.weight).all()
+                    for a, b in zip(list(got)[:-1], list(got)[1:])
+                    if hasattr(a, "linear") and hasattr(b, "linear")
+                )
+                raise ExerciseError(
+                    f"all {num_layers} entries are different objects"
+                    + (" holding equal values (copies)" if same_values else "")
+                    + ": copies are not shared, each would be trained separately. Put the SAME "
+                    "object in several places of the list."
+                )
+            if pattern == [i % num_groups for i in range(num_layers)] and num_groups not in (
+                1,
+                num_layers,
+            ):
+                raise ExerciseError(
+                    f"groups are interleaved (layer i uses group i % {num_groups}); ALBERT's groups "
+                    f"are consecutive runs: layers 0..{run - 1} share one module, {run}..{2 * run - 1} "
+                    "the next, and so on."
+                )
+            expect(
+                pattern == expected,
+                f"for {num_layers} layers in {num_groups} groups the sharing pattern should be "
+                f"{expected} (entries with the same number are the same object), got {pattern}.",
             )
-        expect(
-            pattern == expected,
-            f"for {num_layers} layers in {num_groups} groups the sharing pattern should be "
-            f"{expected} (entries with the same number are the same object), got {pattern}.",
-        )
-        expect(
-            _CountingLayer.built == num_groups,
-            f"make_layer was called {_CountingLayer.built} times; build exactly one layer per "
-            f"group ({num_groups}) and reuse it.",
-        )
-        n_params = sum(p.numel() for p in got.parameters())
-        expect(
-            n_params == num_groups * 20,
-            f"the list has {n_params} parameters, expected "
-            f"{num_groups * 20} (one layer's 20 per group).",
-        )
+            expect(
+                _CountingLayer.built == num_groups,
+                f"make_layer was called {_CountingLayer.built} times; build exactly one layer per "
+                f"group ({num_groups}) and reuse it.",
+            )
+            n_params = sum(p.numel() for p in got.parameters())
+            expect(
+                n_params == num_groups * 20,
+                f"the list has {n_params} parameters, expected "
+                f"{num_groups * 20} (one layer's 20 per group).",
+            )
     passed("consecutive groups share one module each; parameters() counts each group once.")
 
 
