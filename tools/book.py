@@ -25,8 +25,11 @@ The build never touches the committed files. A staging folder (temporary) receiv
   commands (read by tools/readme_commands.py, never retyped) and `jupyter lab <its path>`, and
   the course_lib classes the book uses for the first time there, linked to their reference;
 * "Build it yourself" solutions collapsed behind a toggle: a code cell tagged `build` in its
-  metadata, and (until the lessons carry that tag) the first code cell after a markdown cell
-  whose first line says "build/write ... yourself" or "your turn", get MyST-NB's `hide-input`;
+  metadata, and the first code cell after a markdown cell whose first line says "build/write
+  ... yourself" or "your turn", get MyST-NB's `hide-input`. In a lesson copy generated from a
+  lesson master (tools/make_student_notebooks.py) the `build` cell is the learner's stub, shown
+  as it is with its check's verdict, and the "Show a solution" cell after it becomes that
+  collapsed code cell (the same toggle, the code highlighted, never executed);
 * one reference page per module of course_lib (sphinx.ext.autodoc, from the docstrings).
 
 The build fails (exit 1) on a broken internal reference (a missing document, label, class or
@@ -63,6 +66,12 @@ PRIVATE_FOLDERS = ("instructor", "solutions")  # never published: answers and nb
 # "Build it yourself", "Write it yourself", "Build the three heads yourself", "Your turn: ...".
 SOLUTION_HEADING = re.compile(r"\b(build|write)\b[^.:]*\byourself\b|\byour turn\b", re.I)
 SOLUTION_TAG = "build"  # a cell tagged so in its metadata is a solution, whatever precedes it
+# A lesson copy's build cell as the learner gets it, and the closed solution after its check
+# (tools/make_student_notebooks.py: STUB_LINES, SOLUTION_DETAILS).
+STUB = "raise NotImplementedError()"
+SOLUTION_DETAILS = re.compile(
+    r"<details><summary>Show a solution</summary>\s*```python\n(.*?)\n```\s*</details>", re.S
+)
 SHOW_SOLUTION = "Show the solution (try it yourself first)"
 HIDE_SOLUTION = "Hide the solution"
 TABLE_ROW = re.compile(r"^\|\s*\d+\s*\|\s*`([^`]+\.ipynb)`\s*\|", re.M)
@@ -214,21 +223,42 @@ def _source(cell: dict) -> str:
     return "".join(source) if isinstance(source, list) else source
 
 
+def solution_details_code(markdown: str) -> str | None:
+    """The code of a lesson copy's "Show a solution" cell (tools/make_student_notebooks.py writes
+    it after each build cell's check), or None for any other markdown."""
+    match = SOLUTION_DETAILS.fullmatch(markdown.strip())
+    return match.group(1) if match else None
+
+
 def mark_solutions(notebook: dict) -> int:
     """Give every solution cell MyST-NB's `hide-input` tag and a "Show the solution" prompt;
-    returns how many. A solution is a code cell tagged `build`, or the first code cell after a
-    markdown cell whose first line matches SOLUTION_HEADING."""
+    returns how many. A solution is a code cell tagged `build` (unless it is the learner's stub),
+    the first code cell after a markdown cell whose first line matches SOLUTION_HEADING (unless
+    that is the learner's stub), or a lesson copy's "Show a solution" cell, made a code cell."""
     count, waiting = 0, False
-    for cell in notebook["cells"]:
+    for index, cell in enumerate(notebook["cells"]):
+        shown_answer = None
         if cell["cell_type"] == "markdown":
-            lines = _source(cell).strip().splitlines()
-            waiting = bool(lines) and bool(SOLUTION_HEADING.search(lines[0]))
-            continue
+            shown_answer = solution_details_code(_source(cell))
+            if shown_answer is None:
+                lines = _source(cell).strip().splitlines()
+                waiting = bool(lines) and bool(SOLUTION_HEADING.search(lines[0]))
+                continue
+            cell = notebook["cells"][index] = {
+                "cell_type": "code",
+                "execution_count": None,
+                "metadata": {},
+                "outputs": [],
+                "source": shown_answer,
+            }
         if cell["cell_type"] != "code":
             continue
         metadata = cell.setdefault("metadata", {})
         tags = metadata.setdefault("tags", [])
-        if waiting or SOLUTION_TAG in tags:
+        if SOLUTION_TAG in tags and STUB in _source(cell):
+            waiting = False  # the learner's to write: shown; its solution comes after the check
+            continue
+        if waiting or SOLUTION_TAG in tags or shown_answer is not None:
             if "hide-input" not in tags:
                 tags.append("hide-input")
             metadata.setdefault("mystnb", {}).update(
