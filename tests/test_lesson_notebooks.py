@@ -456,3 +456,25 @@ def test_the_book_shows_the_stub_and_collapses_the_solution():
     assert hidden[0]["cell_type"] == "code" and hidden[0]["outputs"] == []
     assert notebook.cells[1]["metadata"]["tags"] == ["build"], "the stub is shown"
     assert re.search(r"raise NotImplementedError", notebook.cells[1]["source"])
+
+
+def test_a_check_never_stops_run_all_even_when_the_answer_breaks_its_probe(capsys):
+    """An answer of the wrong type can break the probe itself (a tuple has no `.shape`): the
+    check still prints one verdict and hands back the library's version."""
+    from course_lib.exercises.build import BuildCheck
+    from course_lib.exercises.core import run_learner_code
+
+    def probe(candidate):
+        return f"shape {tuple(run_learner_code(candidate, 2).shape)}"
+
+    check = BuildCheck(probe, fallback=len, fallback_name="len", todo="return a tensor.")
+
+    def my_thing(x):
+        return (x, x)
+
+    assert check(my_thing) is len
+    assert capsys.readouterr().out == (
+        "✗ checking `my_thing` stopped at AttributeError: 'tuple' object has no attribute "
+        "'shape' (compare what it returns with its docstring)\n"
+        "The rest of this notebook uses the library's `len` until yours passes.\n"
+    )

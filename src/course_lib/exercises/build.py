@@ -75,6 +75,13 @@ class BuildCheck:
             print(f"✗ {err}")
             print(self._fallback_line())
             return self.fallback
+        except Exception as err:  # what the learner's code returned broke the probe itself
+            print(
+                f"✗ checking `{name}` stopped at {type(err).__name__}: {err} "
+                "(compare what it returns with its docstring)"
+            )
+            print(self._fallback_line())
+            return self.fallback
         print(f"✓ Correct! {message or ''}".rstrip())
         return candidate
 
