@@ -392,7 +392,7 @@ def test_a_solution_is_hidden_until_its_toggle_is_clicked(server, browser):
     browser.get(f"{server}/chapters/01_bert/03_whole_model.html")
     toggles = browser.find_elements(By.CSS_SELECTOR, "details.hide.above-input")
     assert toggles
-    toggle = next(t for t in toggles if "class MiniEmbeddings" in t.get_attribute("textContent"))
+    toggle = next(t for t in toggles if "class Mini" in t.get_attribute("textContent"))
     code = toggle.find_element(By.CSS_SELECTOR, ".cell_input pre")
     assert not code.is_displayed()
     summary = toggle.find_element(By.TAG_NAME, "summary")
@@ -405,7 +405,7 @@ def test_a_solution_is_hidden_until_its_toggle_is_clicked(server, browser):
         lambda _: code.is_displayed(), message="the solution did not show after its toggle"
     )
     assert toggle.get_attribute("open") is not None
-    assert "class MiniEmbeddings" in code.text
+    assert "class Mini" in code.text
     assert not console_errors(browser)
 
 

@@ -441,6 +441,7 @@ def test_the_book_shows_the_stub_and_collapses_the_solution():
     nb = nbformat.v4.new_notebook(
         cells=[
             nbformat.v4.new_markdown_cell("## Build it yourself: doubling"),
+            nbformat.v4.new_code_cell("import math  # given, to read"),
             nbformat.v4.new_code_cell(msn.stub_source(BUILD), metadata={"tags": ["build"]}),
             nbformat.v4.new_code_cell(CHECK, metadata={"tags": ["build-check"]}),
             nbformat.v4.new_markdown_cell(
@@ -454,8 +455,8 @@ def test_the_book_shows_the_stub_and_collapses_the_solution():
     hidden = [c for c in notebook.cells if "hide-input" in c.get("metadata", {}).get("tags", [])]
     assert [c["source"] for c in hidden] == ["def my_double(x):\n    return x + x"]
     assert hidden[0]["cell_type"] == "code" and hidden[0]["outputs"] == []
-    assert notebook.cells[1]["metadata"]["tags"] == ["build"], "the stub is shown"
-    assert re.search(r"raise NotImplementedError", notebook.cells[1]["source"])
+    assert notebook.cells[2]["metadata"]["tags"] == ["build"], "the stub is shown"
+    assert re.search(r"raise NotImplementedError", notebook.cells[2]["source"])
 
 
 def test_a_check_never_stops_run_all_even_when_the_answer_breaks_its_probe(capsys):

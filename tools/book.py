@@ -233,16 +233,25 @@ def solution_details_code(markdown: str) -> str | None:
 def mark_solutions(notebook: dict) -> int:
     """Give every solution cell MyST-NB's `hide-input` tag and a "Show the solution" prompt;
     returns how many. A solution is a code cell tagged `build` (unless it is the learner's stub),
-    the first code cell after a markdown cell whose first line matches SOLUTION_HEADING (unless
-    that is the learner's stub), or a lesson copy's "Show a solution" cell, made a code cell."""
+    a lesson copy's "Show a solution" cell, made a code cell, or, in a notebook that is not a
+    lesson copy, the first code cell after a markdown cell whose first line matches
+    SOLUTION_HEADING."""
     count, waiting = 0, False
+    # In a lesson copy the tags say which cells are the learner's: the code under a "Build it
+    # yourself" heading that is not tagged is given to read, not a solution to hide.
+    lesson_copy = any(
+        solution_details_code(_source(c)) is not None
+        for c in notebook["cells"]
+        if c["cell_type"] == "markdown"
+    )
     for index, cell in enumerate(notebook["cells"]):
         shown_answer = None
         if cell["cell_type"] == "markdown":
             shown_answer = solution_details_code(_source(cell))
             if shown_answer is None:
                 lines = _source(cell).strip().splitlines()
-                waiting = bool(lines) and bool(SOLUTION_HEADING.search(lines[0]))
+                heading = bool(lines) and bool(SOLUTION_HEADING.search(lines[0]))
+                waiting = heading and not lesson_copy
                 continue
             cell = notebook["cells"][index] = {
                 "cell_type": "code",

@@ -64,6 +64,7 @@ from __future__ import annotations
 import argparse
 import ast
 import importlib
+import json
 import re
 import sys
 from pathlib import Path
@@ -112,10 +113,10 @@ def master_kind(path: Path) -> str | None:
     text = path.read_text(encoding="utf-8")
     if BEGIN not in text and BUILD_TAG not in text:
         return None
-    cells = nbformat.reads(text, as_version=4).cells
-    if any("nbgrader" in c.metadata for c in cells):
+    metadata = [cell.get("metadata", {}) for cell in json.loads(text).get("cells", [])]
+    if any("nbgrader" in m for m in metadata):
         return "exercise" if BEGIN in text else None
-    if any(BUILD_TAG in c.metadata.get("tags", []) for c in cells):
+    if any(BUILD_TAG in m.get("tags", []) for m in metadata):
         return "lesson"
     return None
 
