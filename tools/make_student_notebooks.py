@@ -1,8 +1,8 @@
 """Generate the student exercise notebooks, the lesson copies and a solutions view from the
 instructor masters.
 
-Exercise masters live in `chapters/<chapter>/instructor/` (where only instructors look). They are nbgrader
-source notebooks: answers sit nbgrader-style between
+Exercise masters live in `chapters/<chapter>/instructor/` (where only instructors look). They
+are nbgrader source notebooks: answers sit nbgrader-style between
 
     ### BEGIN SOLUTION
     ...the answer...
@@ -107,9 +107,9 @@ SOLUTION_DETAILS = SOLUTION_SUMMARY + "\n\n```python\n{code}\n```\n\n</details>"
 
 
 def master_kind(path: Path) -> str | None:
-    """ "exercise" for an nbgrader master (a cell carries nbgrader metadata), "lesson" for a lesson
-    master (a cell tagged `build`, no nbgrader metadata), None for anything else; read from the
-    file's content, so moving a notebook into instructor/ is all it takes."""
+    """What the notebook at `path` is: "exercise" (an nbgrader master: a cell carries nbgrader
+    metadata), "lesson" (a lesson master: a cell tagged `build`, no nbgrader metadata) or None;
+    read from its content, so moving a notebook into instructor/ is all it takes."""
     text = path.read_text(encoding="utf-8")
     if BEGIN not in text and BUILD_TAG not in text:
         return None
@@ -139,13 +139,9 @@ def lesson_masters() -> list[Path]:
 
 
 def student_path(master: Path) -> Path:
-    """Where the student copy of `master` goes: the chapter folder, in the lesson sequence."""
+    """Where the copy of `master` (exercise or lesson) goes: the chapter folder, in the lesson
+    sequence."""
     return master.parent.parent / master.name
-
-
-def lesson_copy_path(master: Path) -> Path:
-    """Where the lesson copy of a lesson master goes (the same place as an exercise's copy)."""
-    return student_path(master)
 
 
 def solutions_path(master: Path) -> Path:
@@ -153,7 +149,8 @@ def solutions_path(master: Path) -> Path:
 
 
 class MasterError(ValueError):
-    """A master whose solution regions or nbgrader metadata nbgrader itself would reject."""
+    """A master whose solution regions or nbgrader metadata nbgrader itself would reject, or a
+    lesson master whose build cells the lesson copy cannot be made from (the cell is named)."""
 
 
 def stub_source(source: str) -> str:
