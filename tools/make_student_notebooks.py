@@ -107,18 +107,18 @@ SOLUTION_DETAILS = SOLUTION_SUMMARY + "\n\n```python\n{code}\n```\n\n</details>"
 
 
 def master_kind(path: Path) -> str | None:
-    """What the notebook at `path` is: "exercise" (an nbgrader master: a cell carries nbgrader
-    metadata), "lesson" (a lesson master: a cell tagged `build`, no nbgrader metadata) or None;
-    read from its content, so moving a notebook into instructor/ is all it takes."""
+    """What the notebook at `path` is: "lesson" (a lesson master: a cell tagged `build`, no
+    nbgrader metadata), "exercise" (any other notebook with solution regions: an nbgrader master,
+    whose metadata the tool checks) or None; read from its content, so moving a notebook into
+    instructor/ is all it takes."""
     text = path.read_text(encoding="utf-8")
     if BEGIN not in text and BUILD_TAG not in text:
         return None
     metadata = [cell.get("metadata", {}) for cell in json.loads(text).get("cells", [])]
-    if any("nbgrader" in m for m in metadata):
-        return "exercise" if BEGIN in text else None
-    if any(BUILD_TAG in m.get("tags", []) for m in metadata):
+    graded = any("nbgrader" in m for m in metadata)
+    if not graded and any(BUILD_TAG in m.get("tags", []) for m in metadata):
         return "lesson"
-    return None
+    return "exercise" if BEGIN in text else None
 
 
 def master_notebooks() -> list[Path]:
