@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import json
 import os
 import re
 import sys
@@ -28,7 +29,10 @@ LESSON_PATH = sorted(ROOT.glob("chapters/*/[0-9][0-9]_*.ipynb"))
 WITH_BUILD_CELLS = [
     p
     for p in LESSON_PATH
-    if any(msn.BUILD_TAG in c.metadata.get("tags", []) for c in nbformat.read(p, 4).cells)
+    if any(
+        msn.BUILD_TAG in c.get("metadata", {}).get("tags", [])
+        for c in json.loads(p.read_text(encoding="utf-8"))["cells"]
+    )
 ]
 COPY_IDS = [f"{p.parent.name}/{p.name}" for p in WITH_BUILD_CELLS]
 FIRST_CHAPTERS = ("01_", "02_", "03_", "04_", "05_")
