@@ -276,7 +276,7 @@ def test_a_lesson_master_round_trips_through_the_generator(course):
     ]
     solutions = (master.parent.parent / "solutions" / "01_lesson.md").read_text(encoding="utf-8")
     assert "return x + x" in solutions and msn.BEGIN not in solutions
-    assert "Build it yourself: doubling" in solutions
+    assert "## Build it yourself: doubling (`my_double`)" in solutions
     # the master changes -> the copy is stale and --check says so
     edited = synthetic_master()
     edited.cells[3].source = BUILD.replace("x + x", "2 * x")

@@ -282,7 +282,11 @@ def graded_master(master: Path, nb: nbformat.NotebookNode) -> nbformat.NotebookN
     return nb
 
 
-def solutions_markdown(path: Path, nb: nbformat.NotebookNode) -> str:
+def solutions_markdown(
+    path: Path, nb: nbformat.NotebookNode, names: dict[int, str] | None = None
+) -> str:
+    """Each answer, markers removed, under the heading it belongs to (and, for a lesson's build
+    cells, `names`: cell index -> what the cell defines, the name it builds)."""
     lines = [
         f"# Solutions: {path.stem}",
         "",
@@ -290,14 +294,17 @@ def solutions_markdown(path: Path, nb: nbformat.NotebookNode) -> str:
         "",
     ]
     heading = None
-    for cell in nb.cells:
+    for index, cell in enumerate(nb.cells):
         if cell.cell_type == "markdown":
             for line in cell.source.splitlines():
                 if line.startswith("#"):
                     heading = line.lstrip("#").strip()
         elif BEGIN in cell.source:
             code = strip_markers(cell.source).strip()
-            lines += [f"## {heading or 'Exercise'}", "", "```python", code, "```", ""]
+            title = heading or "Exercise"
+            if names and index in names:
+                title += f" (`{names[index]}`)"
+            lines += [f"## {title}", "", "```python", code, "```", ""]
     return "\n".join(lines)
 
 
@@ -482,10 +489,14 @@ def lesson_version(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
 def outputs_for(path: Path) -> dict[Path, str]:
     """The files generated from one master: its copy in the lesson sequence and its solutions."""
     nb = nbformat.read(path, as_version=4)
-    copy = lesson_version(nb) if master_kind(path) == "lesson" else student_version(nb)
+    if master_kind(path) == "lesson":
+        copy = lesson_version(nb)
+        names = {b.build: b.name for b in lesson_builds(nb)}
+    else:
+        copy, names = student_version(nb), None
     return {
         student_path(path): nbformat.writes(copy) + "\n",
-        solutions_path(path): solutions_markdown(path, nb),
+        solutions_path(path): solutions_markdown(path, nb, names),
     }
 
 
