@@ -102,9 +102,7 @@ def test_every_build_cell_in_the_lesson_path_is_a_stub_with_its_check_and_a_clos
         msn._stubs_inside_functions(build.source, f"{notebook.name} cell {index + 1}")
         check, details = cells[index + 1], cells[index + 2]
         assert check.cell_type == "code" and msn.CHECK_TAG in tags(check), check.source[:200]
-        (name,) = [n for n in defined_names(build.source) if n in check.source] or defined_names(
-            build.source
-        )[:1]
+        name = msn._built_name(build.source, check.source, f"{notebook.name} cell {index + 1}")
         verdict = msn.build_check_of(check.source, notebook.name).stub_output(name)
         assert stream_text(check) == verdict, f"{name}: the committed verdict is not the stub's"
         assert "Not written yet" in verdict and "library's" in verdict
