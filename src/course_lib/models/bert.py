@@ -1,14 +1,14 @@
 """BERT (Devlin et al. 2018), top to bottom, in the order the paper introduces it:
 
-    embeddings        token + position + segment, summed, LayerNorm, dropout      BertEmbeddings
-    self-attention    softmax(q k^T / sqrt(hs)) v over every head                  MultiHeadSelfAttention
-    feed-forward      H -> 4H -> GELU -> H at every position                       FeedForward
-    layer             each sublayer wrapped in a residual and a LayerNorm          EncoderLayer
-    encoder           L layers, one after the other                                Encoder
-    pooler            dense + tanh on the [CLS] vector                             Pooler
-    model             embeddings -> encoder -> pooler                              BertModel
-    pretraining       MLM and NSP heads, their losses, BertForMaskedLM/-PreTraining
-    fine-tuning       sequence, token and span heads, one task model each
+    embeddings      token + position + segment, summed, LayerNorm      BertEmbeddings
+    self-attention  softmax(q k^T / sqrt(hs)) v in every head          MultiHeadSelfAttention
+    feed-forward    H -> 4H -> GELU -> H at every position             FeedForward
+    layer           each sublayer in a residual and a LayerNorm        EncoderLayer
+    encoder         L layers, one after the other                      Encoder
+    pooler          dense + tanh on the [CLS] vector                   Pooler
+    model           embeddings -> encoder -> pooler                    BertModel
+    pretraining     MLM and NSP heads and their losses                 BertForMaskedLM, ...
+    fine-tuning     sequence, token and span heads                     BertForQuestionAnswering, ...
 
 Shapes: B batch, T sequence length, C hidden size, nh heads, hs = C / nh head size, V vocabulary.
 Masks are named by what they hold: `attention_mask` (B, T) is 1 at real tokens and 0 at padding
