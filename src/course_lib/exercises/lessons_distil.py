@@ -649,7 +649,86 @@ check_posterior = BuildCheck(
 )
 
 
+# ----- 13 · which positions are masked: the labs' task generator ----------------------------------
+
+
+@_own_rng
+def _probe_choose_masked(my_choose_masked: Callable) -> str:
+    def draw(n: int, length: int, seed: int, rate: float, what: str) -> Tensor:
+        got = expect_tensor(
+            _call(
+                what, my_choose_masked, n, length, torch.Generator().manual_seed(seed), rate=rate
+            ),
+            "my_choose_masked",
+        )
+        expect(
+            tuple(got.shape) == (n, length),
+            f"{what}: return one flag per position, shape (n, length) = {(n, length)}, got "
+            f"{tuple(got.shape)}.",
+        )
+        expect(
+            got.dtype == torch.bool,
+            f"{what}: return a bool tensor (True = masked), got {got.dtype}.",
+        )
+        return got
+
+    a = draw(6, 12, 1, 0.15, "n = 6, length 12")
+    b = draw(6, 12, 1, 0.15, "n = 6, length 12")
+    expect(
+        torch.equal(a, b),
+        "two calls with generators seeded alike chose different positions: draw with the "
+        "generator you are given (torch.rand(..., generator=generator)), so a lab can be rerun.",
+    )
+    none = draw(400, 7, 2, 0.0, "rate = 0")
+    per_row = none.sum(1)
+    expect(
+        bool((per_row >= 1).all()),
+        f"rate = 0: {int((per_row == 0).sum())} of 400 rows have nothing masked. A row without a "
+        "masked position gives the loss nothing: force one masked position per row.",
+    )
+    expect(
+        bool((per_row == 1).all()),
+        f"rate = 0: some rows have {int(per_row.max())} masked positions; at rate 0 only the one "
+        "forced position per row is masked.",
+    )
+    columns = none.sum(0)
+    expect(
+        bool((columns > 0).all()),
+        f"rate = 0: the forced position never lands on column(s) "
+        f"{(columns == 0).nonzero().flatten().tolist()} of 7: choose it uniformly over all "
+        "`length` positions (torch.randint's upper bound is exclusive: randint(0, length)).",
+    )
+    expect(
+        bool(draw(5, 1, 3, 0.15, "length 1").all()),
+        "length 1: the only position must be masked (the forced one).",
+    )
+    expect(bool(draw(5, 9, 4, 1.0, "rate = 1").all()), "rate = 1: every position is masked.")
+    many = draw(4000, 12, 5, 0.15, "n = 4000, length 12, rate 0.15")
+    share, want = float(many.float().mean()), 0.15 + 0.85 / 12
+    if abs(share - (0.85 - 0.85 / 12 + 1 / 12)) < 0.01:
+        raise ExerciseError(
+            f"about {share:.0%} of the positions are masked: the comparison is the wrong way "
+            "round — a position is masked when its uniform draw is BELOW the rate."
+        )
+    expect(
+        abs(share - want) < 0.01,
+        f"rate 0.15, length 12: {share:.1%} of the positions are masked, expected about "
+        f"{want:.1%} (each position with probability 0.15, plus one forced position per row).",
+    )
+    return "~rate of the positions, at least one per row anywhere in it, reproducible with the generator."
+
+
+check_choose_masked = BuildCheck(
+    _probe_choose_masked,
+    fallback=labs_distil.choose_masked,
+    fallback_name="distil.choose_masked",
+    todo="return an (n, length) bool mask: each position masked with probability `rate`, plus one "
+    "forced position per row, drawn with `generator`.",
+)
+
+
 __all__ = [
+    "check_choose_masked",
     "check_distillation_loss",
     "check_fold_segment",
     "check_posterior",
