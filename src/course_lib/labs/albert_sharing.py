@@ -339,7 +339,7 @@ def sharing_fine_for_iteration(seed: int, preset: str, device: torch.device) -> 
     f^2. At H = 32 the shared model sometimes stayed on the one-application plateau (f^2 read
     out, accuracy ~0.4) for all 800 steps (seed 12: 0.429); at H = 64 it leaves it by step 300
     in 11 of 12 design seeds."""
-    steps = choose(preset, fast=60, live=600, full=1000, gpu=3000)
+    steps = choose(preset, fast=300, live=600, full=1000, gpu=3000)
     batch = choose(preset, fast=64, gpu=256)
     hops = hops_for(POINTER_LAYERS)
     return {
