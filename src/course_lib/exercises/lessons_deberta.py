@@ -322,7 +322,7 @@ def _probe_scores(my_disentangled_scores: Callable) -> str:
         except NotWrittenYet:
             raise
         except ExerciseError as err:
-            if int(inputs[-1].abs().max()) < span:
+            if int(inputs[-1].abs().max()) < span or "out of bounds" not in str(err):
                 raise
             raise ExerciseError(
                 f"({label}) {err} — distances here reach {int(inputs[-1].abs().max())}, beyond "
