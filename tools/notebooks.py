@@ -3,6 +3,7 @@
     python tools/notebooks.py from-py chapters/01_bert/02_attention.py      # writes .ipynb beside it, deletes nothing
     python tools/notebooks.py execute chapters/01_bert/02_attention.ipynb   # runs it (full mode), stores outputs
     python tools/notebooks.py to-py chapters/01_bert/02_attention.ipynb     # percent script to edit, then from-py
+    python tools/notebooks.py execute NB --only 'load_result'  # the setup cells + matching cells only
 
 The committed .ipynb is the source of truth; percent scripts are a convenience for editing
 (cells start with `# %%`, markdown cells with `# %% [markdown]` and lines prefixed by `# `).
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -83,6 +85,49 @@ def execute(path: Path, fast: bool = False, timeout: int = 1800) -> float:
     return seconds
 
 
+def setup_cells(nb: nbformat.NotebookNode) -> list[int]:
+    """Indices of the code cells before the notebook's first `## ` section: its imports and
+    helpers, which every later cell may need."""
+    out = []
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "markdown" and cell.source.lstrip().startswith("## "):
+            break
+        if cell.cell_type == "code":
+            out.append(i)
+    return out
+
+
+def execute_only(path: Path, pattern: str, fast: bool = False, timeout: int = 1800) -> list[int]:
+    """Run the setup cells and the code cells whose source matches `pattern` (a regex), in order,
+    in one kernel, and store their outputs; every other cell keeps its committed output. For a
+    change that touches a few cells of a notebook whose full run takes minutes (e.g. the labs'
+    committed-result cells after a rerun). Returns the indices of the matching cells."""
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(path, as_version=4)
+    regex = re.compile(pattern)
+    chosen = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and regex.search(c.source)]
+    if not chosen:
+        raise SystemExit(f"error: no code cell of {path} matches {pattern!r}")
+    order = sorted(set(setup_cells(nb)) | set(chosen))
+    sub = nbformat.v4.new_notebook(metadata=nb.metadata)
+    sub.cells = [nbformat.from_dict(nb.cells[i]) for i in order]
+    os.environ["COURSE_FAST"] = "1" if fast else "0"
+    os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+    client = NotebookClient(
+        sub,
+        timeout=timeout,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(path.parent)}},
+    )
+    client.execute()
+    for i, cell in zip(order, sub.cells, strict=True):
+        nb.cells[i].outputs = cell.outputs
+        nb.cells[i].metadata.pop("execution", None)
+    nbformat.write(nb, path)
+    return chosen
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -96,6 +141,11 @@ def main(argv: list[str] | None = None) -> int:
     c = sub.add_parser("execute")
     c.add_argument("notebooks", type=Path, nargs="+")
     c.add_argument("--fast", action="store_true", help="run in fast mode (COURSE_FAST=1)")
+    c.add_argument(
+        "--only",
+        metavar="REGEX",
+        help="run only the setup cells and the code cells matching REGEX; keep the other outputs",
+    )
     args = parser.parse_args(argv)
     if args.cmd == "from-py":
         nb = py_to_notebook(args.script.read_text())
@@ -109,6 +159,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {out}")
     else:
         for path in args.notebooks:
+            if args.only:
+                chosen = execute_only(path, args.only, fast=args.fast)
+                print(f"{path}: cells {chosen} (and the setup cells) re-executed")
+                continue
             seconds = execute(path, fast=args.fast)
             print(f"{path}: {seconds:.1f} s ({'fast' if args.fast else 'full'} mode)")
     return 0
