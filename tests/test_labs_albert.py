@@ -110,6 +110,17 @@ def test_pairs_share_their_positives_and_differ_in_negatives() -> None:
     assert 0.3 < float((b[~positive] > a[~positive]).float().mean()) < 0.7
 
 
+def test_the_topic_cue_is_one_shown_word() -> None:
+    # one word a topic: a segment repeats it, so "same topic" is "the same token in A and B"
+    ids, _, labels = lab.make_pairs("nsp", 2000, torch.Generator().manual_seed(5))
+    a, b = lab.segment_words(ids)
+    assert bool((a == a[:, :1]).all() and (b == b[:, :1]).all())
+    assert torch.equal(a[:, 0] != b[:, 0], labels.bool())  # NSP: other word <=> negative
+    ids, _, _ = lab.make_pairs("sop", 2000, torch.Generator().manual_seed(5))
+    a, b = lab.segment_words(ids)
+    assert torch.equal(a, b)  # SOP: both segments show the same word, swapped or not
+
+
 def test_overlap_classifier_solves_nsp_and_is_at_chance_on_sop() -> None:
     g = torch.Generator().manual_seed(3)
     ids, _, labels = lab.make_pairs("nsp", 4000, g)

@@ -87,6 +87,28 @@ def test_ideal_bert_teacher_is_the_bayes_posterior_of_80_10_10() -> None:
         assert targets[row, i].argmax() == tokens[row, i] or targets[row, i].max() < 0.9
 
 
+def test_visible_targets_carry_the_context_at_distilberts_temperature() -> None:
+    """distil_all_tokens' premise: at a visible position the ideal teacher is mostly the shown
+    token at T = 1, while at DistilBERT's T = 2 most of its mass is the context's distribution."""
+    hmm = distil.make_hmm(torch.Generator().manual_seed(10_000))
+    g = torch.Generator().manual_seed(3)
+    tokens = distil.sample_hmm(hmm, 2000, distil.LENGTH, g)
+    masked = distil.choose_masked(2000, distil.LENGTH, g)
+    posterior = distil.exact_posterior(hmm, tokens, ~masked)
+    targets = distil.ideal_bert_targets(posterior, tokens, ~masked)[~masked]  # (n, V) visible
+    off = {}
+    for t in (1.0, distil.DISTILBERT_T):
+        tempered = torch.softmax(targets.log() / t, dim=-1)  # what the loss at T matches
+        off[t] = float(1 - tempered.gather(-1, tokens[~masked][:, None]).mean())
+    assert off[1.0] < 0.35 < 0.55 < off[distil.DISTILBERT_T]
+    # ... and that spread is the posterior's shape: the ranking of the other tokens is the same
+    spread = targets.clone().scatter_(-1, tokens[~masked][:, None], 0.0)
+    context = posterior[~masked].clone().scatter_(-1, tokens[~masked][:, None], 0.0)
+    assert torch.allclose(
+        spread / spread.sum(-1, keepdim=True), context / context.sum(-1, keepdim=True)
+    )
+
+
 @pytest.mark.parametrize("temperature", [1.0, 4.0])
 def test_temperature_leaves_the_minimum_where_it_was(temperature: float) -> None:
     """The lab's premise: student logits = teacher logits + c is the minimum at every T."""
