@@ -152,24 +152,42 @@ def test_pretraining_losses_equal_transformers():
     with torch.no_grad():
         theirs = hf(**batch, labels=labels, sentence_order_label=sop)
         mine = ours(**batch, labels=labels, sentence_order_label=sop)
-        alias = ours(**batch, labels=labels, next_sentence_label=sop)
     assert abs(mine.loss.item() - theirs.loss.item()) < TOL
     assert (
         abs(mine.sop_loss.item() - torch.nn.functional.cross_entropy(theirs.sop_logits, sop).item())
         < TOL
     )
     assert mine.nsp_logits is None and mine.nsp_loss is None  # the head is SOP, named so
-    assert alias.loss.item() == mine.loss.item()
     # with labels, only the 4 masked rows are projected onto the vocabulary
     assert mine.mlm_logits.shape == (4, VOCAB)
     assert max_diff(mine.mlm_logits, theirs.prediction_logits[labels != -100]) < TOL
 
 
-def test_both_sop_label_names_is_an_error():
+def test_sop_labels_have_one_name_and_the_engine_routes_them():
+    """ALBERT's SOP head takes `sentence_order_label` only; the Trainer's batches carry SOP labels
+    under that name and `model_inputs` hands them to a BERT (one binary head) as its
+    `next_sentence_label`: the alias lives in one place, the engine."""
+    from course_lib.config import BertConfig
+    from course_lib.models import BertForPreTraining
+    from course_lib.training.engine import model_inputs
+
     model = AlbertForPreTraining(small_config())
     sop = torch.tensor([0, 1, 1])
-    with pytest.raises(ValueError, match="pass only one"):
-        model(**padded_batch(VOCAB), sentence_order_label=sop, next_sentence_label=sop)
+    with pytest.raises(TypeError, match="next_sentence_label"):
+        model(**padded_batch(VOCAB), next_sentence_label=sop)
+    batch = {**padded_batch(VOCAB), "sentence_order_label": sop, "word_ids": sop}
+    assert set(model_inputs(batch, model)) == {*padded_batch(VOCAB), "sentence_order_label"}
+    bert = BertForPreTraining(
+        BertConfig(
+            vocab_size=VOCAB,
+            hidden_size=16,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=32,
+        )
+    )
+    routed = model_inputs(batch, bert)
+    assert "sentence_order_label" not in routed and torch.equal(routed["next_sentence_label"], sop)
 
 
 @pytest.mark.parametrize(

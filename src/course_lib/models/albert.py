@@ -101,9 +101,8 @@ class AlbertForMaskedLM(BertForMaskedLM):
 
 class AlbertForPreTraining(TaskModel):
     """MLM + SOP: `sop_head` answers "are A and B in their original order?" from the pooled
-    [CLS]. Targets: `labels` (MLM) and `sentence_order_label` (0 = in order, 1 = swapped;
-    `next_sentence_label` is accepted as another name for it, the name the Trainer passes for
-    either sentence task)."""
+    [CLS]. Targets: `labels` (MLM) and `sentence_order_label` (0 = in order, 1 = swapped), as
+    transformers' AlbertForPreTraining names them."""
 
     config_class = AlbertConfig
     base_model_class = AlbertModel
@@ -124,17 +123,9 @@ class AlbertForPreTraining(TaskModel):
         sentence_order_label: Tensor | None = None,
         output_attentions: bool = False,
         output_hidden_states: bool = False,
-        next_sentence_label: Tensor | None = None,
     ) -> ModelOutput:
         """labels (B, T) as BertForMaskedLM; sentence_order_label (B,): 0 = A then B as in
         the text, 1 = swapped. `loss` is the sum of the losses whose targets were given."""
-        if sentence_order_label is not None and next_sentence_label is not None:
-            raise ValueError(
-                "got both sentence_order_label and next_sentence_label; they are two names for "
-                "the same SOP labels (0 = in order, 1 = swapped), pass only one."
-            )
-        if sentence_order_label is None:
-            sentence_order_label = next_sentence_label
         out = self.backbone(
             input_ids, attention_mask, token_type_ids, output_attentions, output_hidden_states
         )

@@ -18,6 +18,7 @@ as the uninterrupted run would have.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 import signal
 import threading
@@ -46,7 +47,14 @@ from course_lib.training.checkpoint import load_checkpoint, read_state, save_che
 from course_lib.training.device import autocast, needs_grad_scaler, select_device, select_precision
 from course_lib.training.optim import SCHEDULES, build_optimizer, lr_factor, set_lr
 
-MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids", "labels", "next_sentence_label")
+MODEL_INPUTS = (
+    "input_ids",
+    "attention_mask",
+    "token_type_ids",
+    "labels",
+    "next_sentence_label",
+    "sentence_order_label",
+)
 
 
 class TrainingDiverged(RuntimeError):
@@ -179,16 +187,24 @@ class ExactObjective(Protocol):
     ) -> LossAndMetrics: ...
 
 
-def model_inputs(batch: dict[str, Tensor]) -> dict[str, Tensor]:
-    """The keyword arguments a course_lib model takes, from a collator's batch.
+def model_inputs(batch: dict[str, Tensor], model: nn.Module) -> dict[str, Tensor]:
+    """The keyword arguments `model` takes, from a collator's batch.
 
-    SOP labels travel as `sentence_order_label` (their meaning) but the model has one binary
-    sentence head, fed through `next_sentence_label`.
+    The one place the SOP label's two names meet: SOP labels travel as `sentence_order_label`
+    (their meaning), which ALBERT's SOP head takes; a model with one binary sentence head and no
+    such argument (BERT trained with mlm+sop) gets them as its `next_sentence_label`.
     """
     batch = dict(batch)
-    if "sentence_order_label" in batch:
+    if "sentence_order_label" in batch and not _takes(model, "sentence_order_label"):
         batch["next_sentence_label"] = batch.pop("sentence_order_label")
     return {k: v for k, v in batch.items() if k in MODEL_INPUTS}
+
+
+def _takes(model: nn.Module, argument: str) -> bool:
+    """Whether the forward of `model` (unwrapped from DDP or torch.compile) names `argument`."""
+    inner = getattr(model, "module", model)
+    inner = getattr(inner, "_orig_mod", inner)
+    return argument in inspect.signature(inner.forward).parameters
 
 
 class ModelLoss:
@@ -204,7 +220,7 @@ class ModelLoss:
     def __call__(
         self, model: nn.Module, batch: Batch, shares: Shares | None = None
     ) -> LossAndMetrics:
-        out = model(**model_inputs(batch))
+        out = model(**model_inputs(batch, model))
         parts = {
             name: getattr(out, name)
             for name in ("mlm_loss", "nsp_loss", "sop_loss")
@@ -312,7 +328,7 @@ def evaluate_pretraining(
             )
         batch = {k: v.to(device) for k, v in batch.items()}
         with autocast(device, precision):
-            out = model(**model_inputs(batch))
+            out = model(**model_inputs(batch, model))
         sums[:3] += torch.tensor(_masked_lm_sums(out, batch["labels"]), dtype=torch.float64)
         sentence = batch.get("next_sentence_label", batch.get("sentence_order_label"))
         pair_logits = getattr(out, "nsp_logits", None)
@@ -393,7 +409,7 @@ def evaluate_rtd(
         batch = collate_fn(list(dataset[start : start + batch_size]), generator=generator)
         batch = {k: v.to(device) for k, v in batch.items()}
         with autocast(device, precision):
-            out = model(**model_inputs(batch), sample_generator=sampler)
+            out = model(**model_inputs(batch, model), sample_generator=sampler)
         sums[:3] += torch.tensor(_masked_lm_sums(out, batch["labels"]), dtype=torch.float64)
         real = batch["attention_mask"].bool()
         logits, labels = out.logits[real].float(), out.disc_labels[real]
