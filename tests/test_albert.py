@@ -164,9 +164,9 @@ def test_pretraining_losses_equal_transformers():
 
 
 def test_sop_labels_have_one_name_and_the_engine_routes_them():
-    """ALBERT's SOP head takes `sentence_order_label` only; the Trainer's batches carry SOP labels
-    under that name and `model_inputs` hands them to a BERT (one binary head) as its
-    `next_sentence_label`: the alias lives in one place, the engine."""
+    """ALBERT's SOP head takes `sentence_order_label` only; `model_inputs` hands a batch's pair
+    labels to the name the model takes (SOP labels to BERT's `next_sentence_label`, NSP labels
+    to ALBERT's `sentence_order_label`): the alias lives in one place, the engine."""
     from course_lib.config import BertConfig
     from course_lib.models import BertForPreTraining
     from course_lib.training.engine import model_inputs
@@ -188,6 +188,10 @@ def test_sop_labels_have_one_name_and_the_engine_routes_them():
     )
     routed = model_inputs(batch, bert)
     assert "sentence_order_label" not in routed and torch.equal(routed["next_sentence_label"], sop)
+    nsp = {**padded_batch(VOCAB), "next_sentence_label": sop}
+    routed = model_inputs(nsp, model)  # an NSP experiment on ALBERT
+    assert "next_sentence_label" not in routed and torch.equal(routed["sentence_order_label"], sop)
+    assert model_inputs(nsp, bert)["next_sentence_label"] is sop
 
 
 @pytest.mark.parametrize(

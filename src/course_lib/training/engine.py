@@ -190,14 +190,20 @@ class ExactObjective(Protocol):
 def model_inputs(batch: dict[str, Tensor], model: nn.Module) -> dict[str, Tensor]:
     """The keyword arguments `model` takes, from a collator's batch.
 
-    The one place the SOP label's two names meet: SOP labels travel as `sentence_order_label`
-    (their meaning), which ALBERT's SOP head takes; a model with one binary sentence head and no
-    such argument (BERT trained with mlm+sop) gets them as its `next_sentence_label`.
+    The one place the sentence-pair label's two names meet: a batch carries NSP labels as
+    `next_sentence_label` and SOP labels as `sentence_order_label` (their meanings), while a
+    model has one binary sentence head and names it once: BERT `next_sentence_label` (so BERT
+    trained with mlm+sop gets SOP labels there), ALBERT `sentence_order_label` (so ALBERT runs
+    an NSP experiment unchanged). The label goes to the name the model's forward takes.
     """
     batch = dict(batch)
-    if "sentence_order_label" in batch and not _takes(model, "sentence_order_label"):
-        batch["next_sentence_label"] = batch.pop("sentence_order_label")
+    for given, other in (PAIR_LABELS, PAIR_LABELS[::-1]):
+        if given in batch and not _takes(model, given) and _takes(model, other):
+            batch[other] = batch.pop(given)
     return {k: v for k, v in batch.items() if k in MODEL_INPUTS}
+
+
+PAIR_LABELS = ("next_sentence_label", "sentence_order_label")
 
 
 def _takes(model: nn.Module, argument: str) -> bool:
