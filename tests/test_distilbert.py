@@ -21,13 +21,8 @@ from course_lib.counting import COMPONENTS, count_parameters
 from course_lib.interop.core import from_transformers, to_transformers
 from course_lib.models import distilbert as dis
 from course_lib.models.bert import BertForMaskedLM, BertForPreTraining, BertModel
-from course_lib.models.distilbert import (
-    DistilBertConfig,
-    DistilBertForMaskedLM,
-    DistilBertModel,
-    default_student_layers,
-    init_student_from_teacher,
-)
+from course_lib.models.distilbert import DistilBertConfig, DistilBertForMaskedLM, DistilBertModel
+from course_lib.objectives.distillation import default_student_layers, init_student_from_teacher
 
 CLASSES = [
     "DistilBertModel",

@@ -9,10 +9,10 @@ from training_helpers import ToyCollator, toy_examples
 
 from course_lib.config import BertConfig
 from course_lib.models.bert import BertForMaskedLM
-from course_lib.models.distilbert import init_student_from_teacher
 from course_lib.objectives.distillation import (
     DistillationObjective,
     hidden_cosine_loss,
+    init_student_from_teacher,
     kl_distillation_loss,
 )
 from course_lib.training import Trainer, TrainingConfig

@@ -21,8 +21,7 @@ from training_helpers import FIRST_WORD, MASK, PAD, VOCAB, tiny_config, toy_exam
 
 from course_lib.models import BertForMaskedLM, BertForPreTraining
 from course_lib.models.albert import AlbertConfig, AlbertForPreTraining
-from course_lib.models.distilbert import init_student_from_teacher
-from course_lib.objectives.distillation import DistillationObjective
+from course_lib.objectives.distillation import DistillationObjective, init_student_from_teacher
 from course_lib.training import Trainer, TrainingConfig
 from course_lib.training.engine import ModelLoss, count_targets
 

@@ -278,7 +278,7 @@ def test_copied_student_checker_names_the_mistake(wrong, message):
 
 
 def test_a_test_built_on_the_librarys_init_is_not_own_work():
-    from course_lib.models.distilbert import init_student_from_teacher
+    from course_lib.objectives.distillation import init_student_from_teacher
 
     def by_library(teacher, student, layers):
         ref = init_student_from_teacher(teacher, layers)
@@ -290,7 +290,7 @@ def test_a_test_built_on_the_librarys_init_is_not_own_work():
         check_own_work(
             by_library,
             check_copied_student_test,
-            "course_lib.models.distilbert:init_student_from_teacher",
+            "course_lib.objectives.distillation:init_student_from_teacher",
         )
 
 

@@ -16,12 +16,8 @@ from lesson_masters import master_answer
 
 from course_lib.exercises import lessons_distil as ld
 from course_lib.labs import distil
-from course_lib.models.distilbert import (
-    DistilBertConfig,
-    DistilBertForMaskedLM,
-    default_student_layers,
-    init_student_from_teacher,
-)
+from course_lib.models.distilbert import DistilBertConfig, DistilBertForMaskedLM
+from course_lib.objectives.distillation import default_student_layers, init_student_from_teacher
 
 CHAPTER = "04_deberta_distil"
 INSTRUCTOR = Path(__file__).resolve().parents[1] / "chapters" / CHAPTER / "instructor"

@@ -31,12 +31,8 @@ from torch import Tensor, nn
 from course_lib.data import PretrainingCollator, build_pretraining_dataset, load_builtin_corpus
 from course_lib.data.corpus import Corpus
 from course_lib.models.bert import BertForMaskedLM, BertForSequenceClassification
-from course_lib.models.distilbert import (
-    DistilBertForMaskedLM,
-    DistilBertForSequenceClassification,
-    init_student_from_teacher,
-)
-from course_lib.objectives.distillation import DistillationObjective
+from course_lib.models.distilbert import DistilBertForMaskedLM, DistilBertForSequenceClassification
+from course_lib.objectives.distillation import DistillationObjective, init_student_from_teacher
 from course_lib.objectives.masking import MaskingConfig
 from course_lib.stats import compare
 from course_lib.tokenization import CourseTokenizer, train_tokenizer

@@ -25,12 +25,12 @@ from course_lib.exercises.core import (
     run_learner_code,
 )
 from course_lib.models.bert import BertForMaskedLM
-from course_lib.models.distilbert import (
-    DistilBertConfig,
-    DistilBertForMaskedLM,
+from course_lib.models.distilbert import DistilBertConfig, DistilBertForMaskedLM
+from course_lib.objectives.distillation import (
+    hidden_cosine_loss,
     init_student_from_teacher,
+    kl_distillation_loss,
 )
-from course_lib.objectives.distillation import hidden_cosine_loss, kl_distillation_loss
 
 # ----- exercise 1: the distillation term's gradient, predicted ------------------------------------
 

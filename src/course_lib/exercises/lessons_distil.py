@@ -30,8 +30,8 @@ from course_lib.exercises.core import (
 from course_lib.labels import IGNORE_INDEX
 from course_lib.labs import distil as labs_distil
 from course_lib.models.bert import BertForMaskedLM
-from course_lib.models.distilbert import DistilBertForMaskedLM, init_student_from_teacher
-from course_lib.objectives.distillation import DistillationObjective
+from course_lib.models.distilbert import DistilBertForMaskedLM
+from course_lib.objectives.distillation import DistillationObjective, init_student_from_teacher
 
 
 def _own_rng(probe: Callable[[Any], str]) -> Callable[[Any], str]:
