@@ -383,3 +383,162 @@ def _overlap(specials=False, lists=False, by_a=False):
 )
 def test_overlap_mistakes(wrong, message, capsys):
     assert_rejected(checks.check_overlap, wrong, message, capsys)
+
+
+# ----- 06's baselines and 07's samplers ------------------------------------------------------------
+
+from course_lib.labs import albert as sop_lab  # noqa: E402
+from course_lib.labs import albert_sharing as sharing_lab  # noqa: E402
+
+
+def _overlap_sets(input_ids):
+    a, b = sop_lab.segment_words(input_ids)
+    shares = torch.tensor([len(set(x.tolist()) & set(y.tolist())) > 0 for x, y in zip(a, b)])
+    return (~shares).long()
+
+
+def _overlap_by_position(input_ids):  # compares position by position, not the two sets
+    a, b = sop_lab.segment_words(input_ids)
+    return (~(a == b).any(dim=1)).long()
+
+
+def _overlap_with_counters(input_ids):  # the counters counted as words
+    a = input_ids[:, 1 : 2 + sop_lab.SEGMENT_WORDS]
+    b = input_ids[:, sop_lab.START_B : sop_lab.START_B + 1 + sop_lab.SEGMENT_WORDS]
+    shares = torch.tensor([len(set(x.tolist()) & set(y.tolist())) > 0 for x, y in zip(a, b)])
+    return (~shares).long()
+
+
+def _order_le(input_ids):
+    a, b = sop_lab.segment_counters(input_ids)
+    return torch.tensor([int(y <= x) for x, y in zip(a.tolist(), b.tolist())])
+
+
+def _order_lt(input_ids):  # a tie counted as 'in order'
+    a, b = sop_lab.segment_counters(input_ids)
+    return (b < a).long()
+
+
+def _order_squeezed(input_ids):
+    a, b = sop_lab.segment_counters(input_ids)
+    return (b <= a).long().squeeze()
+
+
+@pytest.mark.parametrize(
+    "check, answer, wrong",
+    [
+        (
+            checks.check_overlap_classifier,
+            _overlap_sets,
+            [
+                (lambda ids: 1 - _overlap_sets(ids), "every label is flipped"),
+                (_overlap_by_position, "different positions.*SETS"),
+                (_overlap_with_counters, "counters are not"),
+            ],
+        ),
+        (
+            checks.check_order_rule,
+            _order_le,
+            [
+                (lambda ids: 1 - _order_le(ids), "every label is flipped"),
+                (_order_lt, r"equal counters.*<="),
+                (_order_squeezed, r"batch of one.*squeeze"),
+            ],
+        ),
+    ],
+    ids=["overlap_classifier", "order_rule"],
+)
+def test_sop_baselines_name_their_mistakes(check, answer, wrong, capsys):
+    returned, out = verdict(check, answer, capsys)
+    assert returned is answer and out.startswith("✓ Correct!"), out
+    for candidate, message in wrong:
+        assert_rejected(check, candidate, message, capsys)
+    returned, out = verdict(check, stub, capsys)
+    assert returned is check.fallback and out == check.stub_output("stub")
+
+
+def _hops(batch, generator, relations=sharing_lab.HOP_RELATIONS, nodes=sharing_lab.HOP_NODES):
+    f = torch.stack([torch.randperm(nodes, generator=generator) for _ in range(batch)])
+    node = f
+    for s in relations:
+        node = f.gather(1, torch.tensor(s)[node])
+    return f + sharing_lab.N_SPECIAL, node + sharing_lab.N_SPECIAL
+
+
+def _hops_swapped(
+    batch, generator, relations=sharing_lab.HOP_RELATIONS, nodes=sharing_lab.HOP_NODES
+):
+    f = torch.stack([torch.randperm(nodes, generator=generator) for _ in range(batch)])
+    node = f
+    for s in relations:  # s(f(v)) instead of f(s(v))
+        node = torch.tensor(s)[f.gather(1, node)]
+    return f + sharing_lab.N_SPECIAL, node + sharing_lab.N_SPECIAL
+
+
+def _hops_one_perm(
+    batch, generator, relations=sharing_lab.HOP_RELATIONS, nodes=sharing_lab.HOP_NODES
+):
+    f = torch.randperm(nodes, generator=generator).expand(batch, nodes)  # one f for every row
+    node = f
+    for s in relations:
+        node = f.gather(1, torch.tensor(s)[node])
+    return f + sharing_lab.N_SPECIAL, node + sharing_lab.N_SPECIAL
+
+
+def _hops_no_offset(
+    batch, generator, relations=sharing_lab.HOP_RELATIONS, nodes=sharing_lab.HOP_NODES
+):
+    ids, answers = _hops(batch, generator, relations, nodes)
+    return ids - sharing_lab.N_SPECIAL, answers - sharing_lab.N_SPECIAL
+
+
+def _pointers(batch, generator, hops, nodes=sharing_lab.NODES):
+    f = torch.stack([torch.randperm(nodes, generator=generator) for _ in range(batch)])
+    node = torch.arange(nodes).expand(batch, nodes)
+    for _ in range(hops):
+        node = f.gather(1, node)
+    return f + sharing_lab.N_SPECIAL, node + sharing_lab.N_SPECIAL
+
+
+def _pointers_from_f(batch, generator, hops, nodes=sharing_lab.NODES):  # right only for hops >= 1
+    f = torch.stack([torch.randperm(nodes, generator=generator) for _ in range(batch)])
+    node = f
+    for _ in range(hops - 1):
+        node = f.gather(1, node)
+    return f + sharing_lab.N_SPECIAL, node + sharing_lab.N_SPECIAL
+
+
+def _pointers_lab_nodes(batch, generator, hops, nodes=sharing_lab.NODES):  # ignores `nodes`
+    return _pointers(batch, generator, hops, sharing_lab.NODES)
+
+
+@pytest.mark.parametrize(
+    "check, answer, wrong",
+    [
+        (
+            checks.check_sample_hops,
+            _hops,
+            [
+                (_hops_swapped, r"s first, then f"),
+                (_hops_one_perm, "same permutation"),
+                (_hops_no_offset, "N_SPECIAL"),
+            ],
+        ),
+        (
+            checks.check_sample_pointers,
+            _pointers,
+            [
+                (_pointers_from_f, r"zero steps.*start from x itself"),
+                (_pointers_lab_nodes, r"5 nodes.*\(batch, nodes\)"),
+            ],
+        ),
+    ],
+    ids=["sample_hops", "sample_pointers"],
+)
+def test_sharing_samplers_name_their_mistakes(check, answer, wrong, capsys):
+    returned, out = verdict(check, answer, capsys)
+    assert returned is answer and out.startswith("✓ Correct!"), out
+    for candidate, message in wrong:
+        assert_rejected(check, candidate, message, capsys)
+    returned, out = verdict(check, stub, capsys)
+    assert returned is check.fallback and out == check.stub_output("stub")

@@ -719,3 +719,214 @@ check_overlap = BuildCheck(
     fallback_name="course_lib.exercises.lessons_albert.token_overlap",
     todo="return |A & B| / |A | B| for the token sets of segments A and B, special tokens left out.",
 )
+
+
+# ----- notebook 06: the two baselines of the SOP lab ----------------------------------------------
+
+
+def _sop_batches() -> list[tuple[str, Tensor]]:
+    """Fresh NSP and SOP pairs, a batch of one, and pairs built by hand for the edges: a word
+    shared at another position, a shared counter with no shared word, tied counters."""
+    from course_lib.labs import albert as lab
+
+    g = torch.Generator().manual_seed(2024)
+    nsp = lab.make_pairs("nsp", 300, g)[0]
+    sop = lab.make_pairs("sop", 300, g)[0]
+    hand = nsp[:4].clone()
+    w = lab.N_SPECIAL + lab.N_COUNTERS  # the first topic word
+    words = lab.SEGMENT_WORDS
+    hand[:, 2 : 2 + words] = w + 2  # A: topic word 2 everywhere
+    hand[:, lab.START_B + 1 : lab.START_B + 1 + words] = w + 1  # B: topic word 1 everywhere
+    hand[0, 2], hand[0, lab.START_B + words] = w, w  # row 0: A's first word is B's last
+    hand[1, 1], hand[1, lab.START_B] = lab.N_SPECIAL + 3, lab.N_SPECIAL + 3  # row 1: same counter
+    hand[2, 1], hand[2, lab.START_B] = lab.N_SPECIAL + 5, lab.N_SPECIAL + 2  # row 2: B's is lower
+    return [("NSP pairs", nsp), ("SOP pairs", sop), ("a batch of one", sop[:1]), ("edges", hand)]
+
+
+def _probe_baseline(fn: Callable, reference: Callable, name: str, mistakes: Callable) -> str:
+    for what, ids in _sop_batches():
+        before = ids.clone()
+        got = expect_tensor(run_learner_code(fn, ids), name)
+        expect(torch.equal(ids, before), f"({what}) `{name}` changed `input_ids` in place.")
+        want = reference(ids)
+        expect(
+            tuple(got.shape) == tuple(want.shape),
+            f"({what}) return one label per pair, shape {tuple(want.shape)}, got "
+            f"{tuple(got.shape)}" + (" (a `.squeeze()` on a batch of one?)" if got.dim() == 0 else "."),
+        )  # fmt: skip
+        wrong = (got.long() != want).nonzero().flatten().tolist()
+        if wrong:
+            mistakes(what, ids, got.long(), want, wrong[0])
+    return f"`{name}` equals the library's on NSP and SOP pairs, a batch of one and the edges."
+
+
+def _overlap_mistakes(what: str, ids: Tensor, got: Tensor, want: Tensor, i: int) -> None:
+    from course_lib.labs import albert as lab
+
+    where = f"({what}) pair {i}: you say {int(got[i])}, the rule says {int(want[i])}"
+    if torch.equal(got, 1 - want):
+        raise ExerciseError(
+            f"{where}; every label is flipped: 0 means 'together' (A and B share a word)."
+        )
+    a, b = lab.segment_words(ids[i : i + 1])
+    a, b = a[0], b[0]
+    counters = lab.segment_counters(ids[i : i + 1])
+    if int(want[i]) == 0 and not bool((a == b).any()):
+        raise ExerciseError(
+            f"{where}: A's words {a.tolist()} and B's {b.tolist()} share a word at different "
+            "positions. Compare the two SETS of words, not position by position."
+        )
+    if int(want[i]) == 1 and int(counters[0][0]) == int(counters[1][0]):
+        raise ExerciseError(
+            f"{where}: A and B show the same counter ({int(counters[0][0])}) but no common word; "
+            "the counters are not topic words (read only lab.segment_words)."
+        )
+    raise ExerciseError(f"{where} (A's words {a.tolist()}, B's {b.tolist()}).")
+
+
+def _order_mistakes(what: str, ids: Tensor, got: Tensor, want: Tensor, i: int) -> None:
+    from course_lib.labs import albert as lab
+
+    a, b = lab.segment_counters(ids)
+    where = (
+        f"({what}) pair {i}: counters A = {int(a[i])}, B = {int(b[i])}: you say {int(got[i])}, "
+        f"the rule says {int(want[i])}"
+    )
+    if torch.equal(got, 1 - want):
+        raise ExerciseError(f"{where}; every label is flipped: 0 means 'in order' (B's is larger).")
+    if int(a[i]) == int(b[i]):
+        raise ExerciseError(
+            f"{where}: with equal counters B is not larger, so the pair is not 'in order' (<=, "
+            "not <)."
+        )
+    raise ExerciseError(f"{where}: compare the two counters only (lab.segment_counters).")
+
+
+def _probe_overlap_classifier(fn: Callable) -> str:
+    from course_lib.labs import albert as lab
+
+    return _probe_baseline(fn, lab.overlap_classifier, "my_overlap_classifier", _overlap_mistakes)
+
+
+def _probe_order_rule(fn: Callable) -> str:
+    from course_lib.labs import albert as lab
+
+    return _probe_baseline(fn, lab.order_rule, "my_order_rule", _order_mistakes)
+
+
+def _lab_albert() -> Any:
+    from course_lib.labs import albert as lab
+
+    return lab
+
+
+check_overlap_classifier = BuildCheck(
+    _probe_overlap_classifier,
+    fallback=_lab_albert().overlap_classifier,
+    fallback_name="lab.overlap_classifier",
+    todo="label 0 when A and B share at least one topic word, else 1, one label per pair.",
+)
+check_order_rule = BuildCheck(
+    _probe_order_rule,
+    fallback=_lab_albert().order_rule,
+    fallback_name="lab.order_rule",
+    todo="label 0 when B's counter is larger than A's, else 1, one label per pair.",
+)
+
+
+# ----- notebook 07: the samplers of the sharing labs ----------------------------------------------
+
+
+def _same_draws(
+    fn: Callable, reference: Callable, name: str, cases: list[tuple[str, dict]]
+) -> None:
+    """Compare `fn` with `reference` draw for draw on each case (fresh generators, same seed)."""
+    from course_lib.labs import albert_sharing as lab
+
+    for what, kwargs in cases:
+        got = run_learner_code(fn, generator=torch.Generator().manual_seed(7), **kwargs)
+        want = reference(generator=torch.Generator().manual_seed(7), **kwargs)
+        expect(
+            isinstance(got, tuple) and len(got) == 2,
+            f"({what}) return (ids, answers), got {type(got).__name__}.",
+        )
+        ids, answers = (expect_tensor(x, name) for x in got)
+        w_ids, w_answers = want
+        expect(
+            ids.shape == w_ids.shape and answers.shape == w_answers.shape,
+            f"({what}) ids and answers are (batch, nodes) = {tuple(w_ids.shape)}, got "
+            f"{tuple(ids.shape)} and {tuple(answers.shape)}.",
+        )
+        if torch.equal(ids, w_ids - lab.N_SPECIAL) or torch.equal(
+            answers, w_answers - lab.N_SPECIAL
+        ):
+            raise ExerciseError(
+                f"({what}) node v is token id N_SPECIAL + v = {lab.N_SPECIAL} + v: add the offset "
+                "to the ids and the answers."
+            )
+        if not torch.equal(ids, w_ids):
+            rows_same = bool((ids == ids[:1]).all()) and len(ids) > 1
+            raise ExerciseError(
+                f"({what}) the ids differ from the library's draws"
+                + (": every row holds the same permutation, draw one randperm per row."
+                   if rows_same else ": one torch.randperm(nodes, generator=generator) per row, "
+                   "in row order.")
+            )  # fmt: skip
+        if not torch.equal(answers, w_answers):
+            raise ExerciseError(
+                f"({what}) the ids match but the answers do not: {_answer_hint(what)}"
+            )
+
+
+def _answer_hint(what: str) -> str:
+    return {
+        "hops": "start from v = f(x), then for each relation s hop v <- f(s(v)) (s first, then f).",
+        "pointers": "start from x itself (arange), then follow f `hops` times: f^hops(x).",
+    }.get(what.split(":")[0], "compare with the docstring.")
+
+
+def _probe_sample_hops(fn: Callable) -> str:
+    from course_lib.labs import albert_sharing as lab
+
+    four = lab.draw_relations(2, 5)
+    cases = [
+        ("hops: the lab's three relations", {"batch": 64}),
+        ("hops: a batch of one", {"batch": 1}),
+        ("hops: one relation", {"batch": 16, "relations": (lab.S2,)}),
+        ("hops: two relations on 5 nodes", {"batch": 16, "relations": four, "nodes": 5}),
+    ]
+    _same_draws(fn, lab.sample_hops, "my_sample_hops", cases)
+    return "draw for draw the library's, also with one relation, 5 nodes and a batch of one."
+
+
+def _probe_sample_pointers(fn: Callable) -> str:
+    from course_lib.labs import albert_sharing as lab
+
+    cases = [
+        ("pointers: four steps", {"batch": 64, "hops": 4}),
+        ("pointers: a batch of one", {"batch": 1, "hops": 2}),
+        ("pointers: zero steps (the answer is x itself)", {"batch": 8, "hops": 0}),
+        ("pointers: one step on 5 nodes", {"batch": 8, "hops": 1, "nodes": 5}),
+    ]
+    _same_draws(fn, lab.sample_pointers, "my_sample_pointers", cases)
+    return "draw for draw the library's, from zero steps to four, on 5 and 8 nodes."
+
+
+def _lab_sharing() -> Any:
+    from course_lib.labs import albert_sharing as lab
+
+    return lab
+
+
+check_sample_hops = BuildCheck(
+    _probe_sample_hops,
+    fallback=_lab_sharing().sample_hops,
+    fallback_name="lab.sample_hops",
+    todo="one random permutation f per row; from v = f(x), hop v <- f(s(v)) for each relation s.",
+)
+check_sample_pointers = BuildCheck(
+    _probe_sample_pointers,
+    fallback=_lab_sharing().sample_pointers,
+    fallback_name="lab.sample_pointers",
+    todo="one random permutation f per row; the answer at x is f applied `hops` times to x.",
+)
