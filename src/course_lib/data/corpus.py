@@ -14,13 +14,17 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import random
 import re
+import tempfile
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 # --------------------------------------------------------------------------------------------
 # Documents and corpora
@@ -131,6 +135,32 @@ class Corpus:
         return f"Corpus({self.summary()})"
 
 
+def validation_count(n_documents: int, validation_fraction: float) -> int:
+    """How many of `n_documents` the split keeps for validation (at least one when asked for
+    any); ValueError (TooFewDocuments) when no training document would remain."""
+    if not 0.0 <= validation_fraction < 1.0:
+        raise ValueError(
+            f"validation_fraction={validation_fraction} must be in [0, 1); "
+            "use e.g. 0.05 for 5% of documents, or 0 for no validation split."
+        )
+    if not n_documents:
+        raise ValueError(
+            "The corpus is empty: no documents were found. Check the path or dataset name "
+            "and that the files contain text."
+        )
+    n_val = round(validation_fraction * n_documents)
+    if validation_fraction > 0:
+        n_val = max(n_val, 1)
+    if n_documents - n_val < 1:
+        raise TooFewDocuments(
+            f"The corpus has {n_documents} document(s), too few for "
+            f"validation_fraction={validation_fraction}: no training document would remain. "
+            "Add documents or pass validation_fraction=0.",
+            n_documents,
+        )
+    return n_val
+
+
 def split_documents(
     documents: Sequence[Document], validation_fraction: float, seed: int
 ) -> tuple[list[Document], list[Document]]:
@@ -140,26 +170,7 @@ def split_documents(
     same split whatever other documents exist: two Python versions whose corpora differ by a
     few documents still agree on the split of all the rest.
     """
-    if not 0.0 <= validation_fraction < 1.0:
-        raise ValueError(
-            f"validation_fraction={validation_fraction} must be in [0, 1); "
-            "use e.g. 0.05 for 5% of documents, or 0 for no validation split."
-        )
-    if not documents:
-        raise ValueError(
-            "The corpus is empty: no documents were found. Check the path or dataset name "
-            "and that the files contain text."
-        )
-    n_val = round(validation_fraction * len(documents))
-    if validation_fraction > 0:
-        n_val = max(n_val, 1)
-    if len(documents) - n_val < 1:
-        raise TooFewDocuments(
-            f"The corpus has {len(documents)} document(s), too few for "
-            f"validation_fraction={validation_fraction}: no training document would remain. "
-            "Add documents or pass validation_fraction=0.",
-            len(documents),
-        )
+    n_val = validation_count(len(documents), validation_fraction)
 
     def rank(doc: Document) -> str:
         first = doc.sentences[0] if doc.sentences else ""
@@ -397,3 +408,256 @@ def load_hf_dataset(
         train, val = train_docs, val_docs
     info = {"source": f"datasets:{name}" + (f"/{config}" if config else "")}
     return Corpus(train=train, validation=val, name=name, build_info=info)
+
+
+# --------------------------------------------------------------------------------------------
+# A file corpus read as a stream (issue #40)
+# --------------------------------------------------------------------------------------------
+# Why: `load_text_corpus` returns every document as Python strings and lists, which is fine for
+# the built-in corpus (a few MB) and not for a 400 MB dump. `StreamCorpus` gives the same
+# documents, in the same order and with the same train/validation split, by reading the files
+# again each time they are needed; only two numbers per document (its split, its length: 9
+# bytes) stay in memory. Ranking the documents for the split needs one pass (`scan`), cached on
+# disk keyed by a cheap fingerprint (path, size, modification time and the first and last MB of
+# every file, not a hash of all the text, which would cost a pass of its own on every run).
+
+# Bytes read at each end of every file for the fingerprint.
+FINGERPRINT_EDGE = 1 << 20
+# Bump when the scan's cached numbers change meaning.
+SCAN_VERSION = 1
+
+
+def corpus_files(root: Path) -> list[Path]:
+    """The .txt/.jsonl files of a corpus path (a folder is searched recursively, sorted)."""
+    if not root.exists():
+        raise FileNotFoundError(f"{root} does not exist; pass a .txt/.jsonl file or a folder.")
+    if root.is_dir():
+        files = sorted(p for p in root.rglob("*") if p.suffix in (".txt", ".jsonl"))
+        if not files:
+            raise ValueError(f"No .txt or .jsonl files under {root}.")
+        return files
+    if root.suffix in (".txt", ".jsonl"):
+        return [root]
+    raise ValueError(f"{root} is a {root.suffix or 'suffix-less'} file; use .txt or .jsonl.")
+
+
+def _blank_line_blocks(path: Path) -> Iterator[str]:
+    """`split_paragraphs(path.read_text())`, read line by line: the blocks between blank lines."""
+    lines: list[str] = []
+    with path.open("rb") as handle:
+        for lineno, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise ValueError(_not_utf8(path, err, lineno)) from err
+            if line.strip():
+                lines.append(line)
+            elif lines:
+                yield "".join(lines)
+                lines = []
+    if lines:
+        yield "".join(lines)
+
+
+class StreamCorpus:
+    """The documents of a .txt/.jsonl file or folder, read from disk each time they are asked for.
+
+    Same documents, order and split as `load_text_corpus(path, validation_fraction, seed,
+    document_boundary, text_field)` (tests compare them), once `scan()` has ranked them.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        validation_fraction: float = 0.05,
+        seed: int = 0,
+        document_boundary: str = "file",
+        text_field: str = "text",
+    ) -> None:
+        if document_boundary not in ("file", "blank_line"):
+            raise ValueError(
+                f"document_boundary={document_boundary!r} is unknown; use 'file' or 'blank_line'."
+            )
+        self.root = Path(path).expanduser()
+        self.files = corpus_files(self.root)
+        self.name = self.root.name
+        self.validation_fraction, self.seed = validation_fraction, seed
+        self.document_boundary, self.text_field = document_boundary, text_field
+        self.is_validation: np.ndarray | None = None  # bool per document, after scan()
+        self.lengths: np.ndarray | None = None  # len(doc.text) per document, after scan()
+        self.empty_documents = 0
+        self.build_info = {"source": str(self.root), "files": len(self.files)}
+
+    # ----- reading ------------------------------------------------------------------------------
+
+    def iter_all(self, empty: list[int] | None = None) -> Iterator[Document]:
+        """Every non-empty document, in file order (both splits); `empty[0]` counts the rest."""
+        for file in self.files:
+            label = str(file.relative_to(self.root)) if self.root.is_dir() else file.name
+            if file.suffix == ".jsonl":
+                docs: Iterator[Document] = _read_jsonl(file, self.text_field, label)
+            elif self.document_boundary == "file":
+                docs = iter([document_from_text(label, _read_text(file))])
+            else:
+                docs = (
+                    document_from_text(f"{label}#{i}", b)
+                    for i, b in enumerate(_blank_line_blocks(file))
+                )
+            for doc in docs:
+                if doc.sentences:
+                    yield doc
+                elif empty is not None:
+                    empty[0] += 1
+
+    def documents(self, split: str) -> Iterator[Document]:
+        """The documents of "train", "validation" or "all", streamed."""
+        if split == "all":
+            yield from self.iter_all()
+            return
+        if split not in ("train", "validation"):
+            raise ValueError(f"split={split!r} is unknown; use 'train', 'validation' or 'all'.")
+        mask, want = self._mask(), split == "validation"
+        for i, doc in enumerate(self.iter_all()):
+            if bool(mask[i]) == want:
+                yield doc
+
+    def texts(self, split: str = "train") -> Iterator[str]:
+        """One string per document of a split, streamed."""
+        return (doc.text for doc in self.documents(split))
+
+    def sentences(self, split: str = "validation", limit: int = 5000) -> list[str]:
+        """The first `limit` sentences of a split (fill-mask samples draw from them)."""
+        out: list[str] = []
+        for doc in self.documents(split):
+            out.extend(doc.sentences[: limit - len(out)])
+            if len(out) >= limit:
+                break
+        return out
+
+    def n_documents(self, split: str) -> int:
+        """Documents in "train" or "validation" (after `scan`)."""
+        mask = self._mask()
+        return int(mask.sum()) if split == "validation" else int((~mask).sum())
+
+    def _mask(self) -> np.ndarray:
+        if self.is_validation is None:
+            raise RuntimeError("call scan() first: the split needs every document's rank")
+        return self.is_validation
+
+    # ----- the split ----------------------------------------------------------------------------
+
+    @property
+    def fingerprint(self) -> str:
+        """sha256 of each file's path, size, mtime and first/last MB, and of the reading rules."""
+        rules = f"{SCAN_VERSION}:{self.document_boundary}:{self.text_field}"
+        digest = hashlib.sha256(rules.encode())
+        for file in self.files:
+            stat = file.stat()
+            digest.update(f"{file.resolve()}\x00{stat.st_size}\x00{stat.st_mtime_ns}\x00".encode())
+            with file.open("rb") as handle:
+                digest.update(handle.read(FINGERPRINT_EDGE))
+                if stat.st_size > FINGERPRINT_EDGE:
+                    handle.seek(max(FINGERPRINT_EDGE, stat.st_size - FINGERPRINT_EDGE))
+                    digest.update(handle.read())
+        return digest.hexdigest()
+
+    def split_key(self, fingerprint: str | None = None) -> str:
+        """The corpus fingerprint with the split's settings: what a token store is keyed by."""
+        text = f"{fingerprint or self.fingerprint}:{self.validation_fraction!r}:{self.seed}"
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def scan(
+        self, cache_dir: str | os.PathLike[str] | None = None, key: str | None = None
+    ) -> StreamCorpus:
+        """Rank every document once (the split) and note its length; cached in `cache_dir`."""
+        if self.is_validation is not None:
+            return self
+        cache = None
+        if cache_dir is not None:
+            cache = Path(cache_dir) / f"scan-{(key or self.split_key())[:16]}.npz"
+            if cache.is_file():
+                try:
+                    with np.load(cache) as saved:
+                        self.is_validation = saved["is_validation"].astype(bool)
+                        self.lengths = saved["lengths"].astype(np.int64)
+                        self.empty_documents = int(saved["empty"])
+                    self._warn_empty()
+                    return self
+                except (OSError, ValueError, KeyError):
+                    pass  # damaged: scan again
+        ranks, lengths, empty = [], [], [0]
+        for doc in self.iter_all(empty):
+            digest = hashlib.sha256(f"{self.seed}\x00{doc.title}\x00{doc.sentences[0]}".encode())
+            # the first 8 bytes of the digest order documents as its hex string does
+            ranks.append(int.from_bytes(digest.digest()[:8], "big"))
+            lengths.append(len(doc.text))
+        self.empty_documents = empty[0]
+        rank = np.asarray(ranks, dtype=np.uint64)
+        del ranks
+        n_val = validation_count(len(rank), self.validation_fraction)
+        order = np.argsort(rank, kind="stable")  # stable: ties keep file order, as sorted()
+        self.is_validation = np.zeros(len(rank), dtype=bool)
+        self.is_validation[order[:n_val]] = True
+        self.lengths = np.asarray(lengths, dtype=np.int64)
+        self._warn_empty()
+        if cache is not None:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{cache.name}.", suffix=".npz", dir=cache.parent)
+            os.close(fd)
+            try:
+                np.savez(
+                    tmp,
+                    is_validation=self.is_validation,
+                    lengths=self.lengths,
+                    empty=self.empty_documents,
+                )
+                os.replace(tmp, cache)
+            except BaseException:  # Ctrl-C included: no half cache
+                Path(tmp).unlink(missing_ok=True)
+                raise
+        return self
+
+    def _warn_empty(self) -> None:
+        if self.empty_documents:
+            warnings.warn(
+                f"Skipped {self.empty_documents} empty document(s) in {self.root}.", stacklevel=3
+            )
+
+    def tokenizer_sample(self, max_chars: int | None, seed: int = 0) -> tuple[list[str], int, int]:
+        """`sample_texts(list(self.texts("train")), max_chars, seed)` without the list: the same
+        texts, chosen from the scanned lengths and read in one pass. Returns the sample, the
+        number of train texts and their characters."""
+        if self.lengths is None:
+            raise RuntimeError("call scan() first")
+        lengths = self.lengths[~self._mask()]
+        total = int(lengths.sum())
+        if max_chars is None or total <= max_chars:
+            return list(self.texts("train")), len(lengths), total
+        if max_chars <= 0:
+            raise ValueError(f"max_chars={max_chars} must be > 0 (or None: every text).")
+        # sample_texts' walk: whole texts in a seeded order until one no longer fits, which is
+        # cut at a space (the cut needs the text: done while reading)
+        order = list(range(len(lengths)))
+        random.Random(seed).shuffle(order)
+        room: dict[int, int | None] = {}  # index -> characters left for it (None: whole)
+        left = max_chars
+        for i in order:
+            n = int(lengths[i])
+            if n > left:
+                room[i] = left
+                break
+            room[i] = None
+            left -= n
+            if left <= 0:
+                break
+        out: list[str] = []
+        for j, text in enumerate(self.texts("train")):
+            if j not in room:
+                continue
+            keep = room[j]
+            if keep is not None:
+                space = text.rfind(" ", 0, keep)
+                text = text[: space if space > 0 else keep]
+            if text.strip():
+                out.append(text)
+        return out, len(lengths), total

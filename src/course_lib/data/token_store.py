@@ -35,7 +35,8 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -145,11 +146,17 @@ def open_or_build(
     tokenizer: CourseTokenizer,
     name: str = "train",
     log: Callable[[str], None] | None = None,
+    documents_fp: str | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> TokenStore:
     """The store of `documents` encoded by `tokenizer` under `root` (as `<name>-<key>`): opened
-    when it exists and matches, else (re)built. `log` receives progress lines while encoding."""
+    when it exists and matches, else (re)built. `log` receives progress lines while encoding,
+    `progress` the bytes of each encoded batch. `documents_fp` stands for the documents'
+    fingerprint when the caller has a cheaper one (a streamed file corpus: `documents` is then
+    an iterator, read only if the store must be built)."""
     root = Path(root)
-    docs_fp, tok_fp = documents_fingerprint(documents), tokenizer_fingerprint(tokenizer)
+    docs_fp = documents_fp or documents_fingerprint(documents)
+    tok_fp = tokenizer_fingerprint(tokenizer)
     path = root / f"{name}-{store_key(docs_fp, tok_fp)}"
     expected = {"format": FORMAT_VERSION, "documents": docs_fp, "tokenizer": tok_fp}
     if path.exists():
@@ -160,21 +167,22 @@ def open_or_build(
         if log is not None:
             log(f"token store {path} does not match its corpus and tokenizer; rebuilding it")
         shutil.rmtree(path)
-    build_store(path, documents, tokenizer, expected, log)
+    build_store(path, documents, tokenizer, expected, log, progress)
     return TokenStore.open(path)
 
 
-def _sentences(documents: Sequence[Document] | Sequence[Sequence[str]]) -> Iterator[list[str]]:
+def _sentences(documents: Iterable[Document] | Iterable[Sequence[str]]) -> Iterator[list[str]]:
     for doc in documents:
         yield list(doc.sentences) if hasattr(doc, "sentences") else list(doc)
 
 
 def build_store(
     path: str | os.PathLike[str],
-    documents: Sequence[Document] | Sequence[Sequence[str]],
+    documents: Iterable[Document] | Iterable[Sequence[str]],
     tokenizer: CourseTokenizer,
     meta: dict[str, Any] | None = None,
     log: Callable[[str], None] | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> Path:
     """Encode `documents` into a new store at `path` (which must not exist).
 
@@ -225,7 +233,10 @@ def build_store(
                 doc_parts.append(np.asarray(firsts, dtype=np.int64))
                 ids_f.write(np.asarray(ids_out, dtype=dtype).tobytes())
                 words_f.write(np.asarray(words_out, dtype=np.int32).tobytes())
-                done_bytes += sum(len(s.encode("utf-8")) for s in flat)
+                batch_bytes = sum(len(s.encode("utf-8")) for s in flat)
+                done_bytes += batch_bytes
+                if progress is not None:
+                    progress(batch_bytes)
                 if log is not None and time.monotonic() - said >= 2.0:
                     said = time.monotonic()
                     rate = done_bytes / 1e6 / max(said - began, 1e-9)
@@ -367,7 +378,7 @@ def packed_sentences(
     between documents (dropped where a block would begin with it), a sentence longer than a
     block cut into block-sized pieces."""
     budget = _budget(tokenizer, max_length)
-    ranges: list[tuple[int, int]] = []
+    ranges = array("q")  # flat (start, end) pairs: 16 bytes an example, not a tuple's ~100
     split = 0
     a = e = -1  # the open block's range; a < 0: empty
     sentences = np.asarray(store.sentences)
@@ -376,7 +387,7 @@ def packed_sentences(
     def flush() -> None:
         nonlocal a, e
         if a >= 0:
-            ranges.append((a, e))
+            ranges.extend((a, e))
         a = e = -1
 
     for d in range(store.n_documents):
@@ -400,5 +411,5 @@ def packed_sentences(
     flush()
     counts = {"split_sentences": split, "empty_sentences": int(store.meta["empty_sentences"])}
     return StoreExamples(
-        store, tokenizer, np.asarray(ranges, dtype=np.int64).reshape(-1, 2), False, counts
+        store, tokenizer, np.frombuffer(ranges, dtype=np.int64).reshape(-1, 2), False, counts
     )

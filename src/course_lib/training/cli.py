@@ -94,6 +94,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--output-dir", default=None, help="where checkpoints go (default runs/<preset>)"
     )
     p.add_argument(
+        "--store-dir",
+        default=None,
+        help="where a file corpus is tokenized once and kept (token stores, reused by later runs "
+        "on the same corpus; default <output-dir>/token-store, with --resume: the run's)",
+    )
+    p.add_argument(
         "--resume",
         nargs="?",
         const="auto",
@@ -218,10 +224,12 @@ def _corpus_path(spec: str) -> str:
     return spec if spec == "builtin" else os.path.abspath(os.path.expanduser(spec))
 
 
-def _load_corpus(spec: str, saved: bool = False) -> Any:
-    """The corpus named by --corpus (or, `saved`, by the checkpoint being resumed/evaluated)."""
-    from course_lib.data import load_builtin_corpus, load_text_corpus
-    from course_lib.data.corpus import MissingTextField, TooFewDocuments
+def _load_corpus(spec: str, saved: bool = False, store_dir: Path | None = None) -> Any:
+    """The corpus named by --corpus (or, `saved`, by the checkpoint being resumed/evaluated):
+    the built-in one in memory, a file corpus as a `StreamCorpus` (read from disk, its split
+    scanned here, cached in `store_dir`; under torchrun by rank 0, the others find the cache)."""
+    from course_lib.data import load_builtin_corpus
+    from course_lib.data.corpus import MissingTextField, StreamCorpus, TooFewDocuments
 
     if spec == "builtin":
         return load_builtin_corpus()
@@ -238,7 +246,10 @@ def _load_corpus(spec: str, saved: bool = False) -> Any:
     # A single .txt file holds many documents, separated by blank lines (--help says so).
     boundary = "blank_line" if path.is_file() and path.suffix == ".txt" else "file"
     try:
-        return load_text_corpus(path, document_boundary=boundary)
+        corpus = StreamCorpus(path, document_boundary=boundary)
+        if os.environ.get("RANK", "0") == "0":
+            corpus.scan(store_dir)
+        return corpus
     except TooFewDocuments as err:
         how = {
             ".txt": "separate documents with a blank line",
@@ -366,6 +377,11 @@ def _print(*args: Any, main: bool = True) -> None:
 
 
 def _validation_sentences(corpus: Any) -> list[str]:
+    """The sentences fill-mask samples draw from (a streamed corpus: its first 5,000)."""
+    from course_lib.data.corpus import StreamCorpus
+
+    if isinstance(corpus, StreamCorpus):
+        return corpus.sentences("validation")
     return [s for doc in corpus.validation for s in doc.sentences]
 
 
@@ -463,8 +479,21 @@ def _locked_pretrain(
     with _usage_errors():
         family.model_class(objective)  # fail before minutes of corpus and tokenizer work
     _set_threads(threads)
-    plan = _Plan(args, recipe, family, objective, corpus_spec, output_dir, resume_dir, state)
-    return _pretrain(plan, _load_corpus(corpus_spec, saved=corpus_spec != args.corpus))
+    store_dir = _store_dir(args.store_dir, state, output_dir)
+    plan = _Plan(
+        args, recipe, family, objective, corpus_spec, output_dir, resume_dir, state, store_dir
+    )
+    return _pretrain(plan, _load_corpus(corpus_spec, corpus_spec != args.corpus, store_dir))
+
+
+def _store_dir(flag: str | None, state: dict[str, Any], output_dir: Path) -> Path:
+    """--store-dir, else (resuming) the run's own where it still exists, else next to the run."""
+    if flag is not None:
+        return Path(flag).expanduser().absolute()
+    saved = _saved_run(state).get("store_dir")
+    if isinstance(saved, str) and Path(saved).is_dir():
+        return Path(saved)
+    return (output_dir / "token-store").absolute()
 
 
 def _check_pretrain_flags(args: argparse.Namespace, families: dict[str, Any]) -> None:
@@ -555,6 +584,7 @@ class _Plan:
     output_dir: Path
     resume_dir: Path | None
     state: dict[str, Any]
+    store_dir: Path | None = None
 
 
 def _pretrain(plan: _Plan, corpus: Any) -> int:
@@ -622,6 +652,8 @@ def _pretrain(plan: _Plan, corpus: Any) -> int:
 
 def _prepare_run(plan: _Plan, corpus: Any, main: bool) -> Any:
     """Tokenizer (the checkpoint's when resuming: the ids must not change), model and examples."""
+    from course_lib.data.corpus import StreamCorpus
+    from course_lib.training import distributed
     from course_lib.training.recipes import prepare_run
 
     tokenizer = None
@@ -637,9 +669,30 @@ def _prepare_run(plan: _Plan, corpus: Any, main: bool) -> Any:
     def log(line: str) -> None:
         _print(f"  tokenizer: {line}", main=main)
 
+    streamed = isinstance(corpus, StreamCorpus)
+    if streamed and not main:
+        distributed.barrier()  # rank 0 tokenizes and encodes first; the others open its stores
     with _usage_errors():  # e.g. a family without a sentence head and objective mlm+nsp
         run = prepare_run(
-            plan.recipe, plan.family.name, plan.objective, corpus, plan.args.seed, tokenizer, log
+            plan.recipe,
+            plan.family.name,
+            plan.objective,
+            corpus,
+            plan.args.seed,
+            tokenizer,
+            log,
+            store_dir=plan.store_dir,
+            progress=main and not plan.args.no_progress,
+        )
+    if streamed and main:
+        distributed.barrier()
+    for store in run.stores:
+        meta = store.meta
+        _print(
+            f"token store ({store.path.name.split('-')[0]}): {store.path} | "
+            f"{store.nbytes / 1e6:,.1f} MB on disk, {store.n_tokens:,} tokens of "
+            f"{meta.get('n_documents', 0):,} documents",
+            main=main,
         )
     if not run.held_out:
         raise UsageError(
@@ -692,6 +745,8 @@ def _trainer(plan: _Plan, run: Any, training: Any, world_size: int) -> Any:
         "masking": plan.recipe.masking,
         "vocab_size": plan.recipe.vocab_size,
     }
+    if run.stores:
+        run_info["store_dir"] = str(plan.store_dir)
     with _usage_errors():
         trainer = Trainer(
             run.model,
@@ -803,7 +858,7 @@ def cmd_fill_mask(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from course_lib.data import PretrainingCollator, build_pretraining_dataset
+    from course_lib.data import PretrainingCollator
     from course_lib.objectives import MaskingConfig
     from course_lib.objectives.targets import OBJECTIVES
     from course_lib.training.engine import evaluate_pretraining
@@ -841,7 +896,13 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             f"{Path(args.checkpoint) / 'trainer_state.json'} holds a damaged {damaged[0]}; "
             "use a complete checkpoint written by course pretrain"
         )
-    corpus = _load_corpus(corpus_spec, saved=args.corpus is None)
+    saved_store = run.get("store_dir")
+    store_dir = (
+        Path(saved_store)
+        if isinstance(saved_store, str) and Path(saved_store).is_dir()
+        else Path(args.checkpoint).absolute().parent / "token-store"
+    )
+    corpus = _load_corpus(corpus_spec, args.corpus is None, store_dir)
     try:
         collator = PretrainingCollator(tokenizer, MaskingConfig(**masking))
     except (TypeError, ValueError) as err:
@@ -849,9 +910,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             f"{Path(args.checkpoint) / 'trainer_state.json'} holds damaged masking settings "
             f"({str(err).rstrip('.')}); use a complete checkpoint written by course pretrain"
         ) from err
-    held_out = build_pretraining_dataset(
-        corpus.validation, tokenizer, objective, max_length, abs(seed)
-    )
+    held_out = _held_out(corpus, tokenizer, objective, max_length, abs(seed), store_dir)
     if not held_out:
         raise UsageError(f"corpus {corpus_spec!r} has no validation documents")
     metrics = evaluate_pretraining(model, held_out, collator, objective=objective, seed=abs(seed))
@@ -870,6 +929,32 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         )
         print(format_fill_mask_report(rows, "fill-mask"))
     return 0
+
+
+def _held_out(
+    corpus: Any, tokenizer: Any, objective: str, max_length: int, seed: int, store_dir: Path
+) -> Any:
+    """The held-out examples `course pretrain` trained with: a streamed corpus's from its
+    validation token store (the run's, or built once next to the checkpoint)."""
+    from course_lib.data import build_pretraining_dataset
+    from course_lib.data.corpus import StreamCorpus
+    from course_lib.data.token_store import open_or_build, packed_sentences
+    from course_lib.training.recipes import STORE_OBJECTIVES
+
+    if not isinstance(corpus, StreamCorpus):
+        return build_pretraining_dataset(corpus.validation, tokenizer, objective, max_length, seed)
+    corpus.scan(store_dir)
+    if objective not in STORE_OBJECTIVES:
+        documents = list(corpus.documents("validation"))
+        return build_pretraining_dataset(documents, tokenizer, objective, max_length, seed)
+    store = open_or_build(
+        store_dir,
+        corpus.documents("validation"),
+        tokenizer,
+        name="validation",
+        documents_fp=f"{corpus.split_key()}:validation",
+    )
+    return packed_sentences(store, tokenizer, max_length)
 
 
 def cmd_detect(args: argparse.Namespace) -> int:

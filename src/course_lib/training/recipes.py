@@ -9,10 +9,13 @@ million times smaller than BERT-base's (6·N·D: 6.9e13 vs 8.4e19 FLOPs), so alm
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from course_lib.data.corpus import StreamCorpus
 from course_lib.training.engine import TrainingConfig
 
 
@@ -341,6 +344,8 @@ class PreparedRun:
     corpus: Any
     # The Trainer's objective: None for the model's own loss, RTDObjective for ELECTRA.
     objective: Any = None
+    # A streamed file corpus: the token stores the examples are read from (train, validation).
+    stores: tuple = ()
 
 
 def prepare_run(
@@ -351,12 +356,18 @@ def prepare_run(
     seed: int = 0,
     tokenizer: Any | None = None,
     log: Callable[[str], None] | None = None,
+    store_dir: str | Path | None = None,
+    progress: bool = False,
 ) -> PreparedRun:
     """Corpus -> tokenizer -> examples -> model, exactly as `course pretrain` does it.
 
     `objective` defaults to the recipe's (ELECTRA's: "rtd"). `corpus` defaults to the built-in one; pass `tokenizer` to reuse a trained one (resuming
     needs the checkpoint's own tokenizer, since retraining could change the ids). `log` receives
     the tokenizer trainer's lines (a sampled corpus, a capped alphabet).
+
+    A `StreamCorpus` (a file corpus, read from disk) is tokenized once into token stores under
+    `store_dir` and its examples are built from them on the fly (`stream_examples`); a
+    `Corpus` in memory (the built-in one) goes through the list builders as before.
     """
     import torch
 
@@ -370,16 +381,26 @@ def prepare_run(
     recipe = get_recipe(recipe, family) if isinstance(recipe, str) else fam.adapt(recipe)
     objective = objective or recipe.training.get("objective", "mlm")
     corpus = corpus if corpus is not None else load_builtin_corpus()
-    if tokenizer is None:
-        # The sample of a large corpus is drawn with seed 0, not the run's: the tokenizer depends
-        # on the corpus alone, so runs with other seeds share it (and its encoded corpus).
-        tokenizer = train_tokenizer(
-            fam.tokenizer, corpus.texts("train"), recipe.vocab_size, log=log
+    stores: tuple = ()
+    if isinstance(corpus, StreamCorpus):
+        if store_dir is None:
+            raise ValueError("a streamed corpus needs store_dir, the folder of its token stores")
+        tokenizer, train, held_out, stores = stream_examples(
+            corpus, fam.tokenizer, recipe, objective, seed, store_dir, tokenizer, log, progress
         )
-    train = build_pretraining_dataset(corpus.train, tokenizer, objective, recipe.max_length, seed)
-    held_out = build_pretraining_dataset(
-        corpus.validation, tokenizer, objective, recipe.max_length, seed
-    )
+    else:
+        if tokenizer is None:
+            # The sample of a large corpus is drawn with seed 0, not the run's: the tokenizer
+            # depends on the corpus alone, so runs with other seeds share it (and its stores).
+            tokenizer = train_tokenizer(
+                fam.tokenizer, corpus.texts("train"), recipe.vocab_size, log=log
+            )
+        train = build_pretraining_dataset(
+            corpus.train, tokenizer, objective, recipe.max_length, seed
+        )
+        held_out = build_pretraining_dataset(
+            corpus.validation, tokenizer, objective, recipe.max_length, seed
+        )
     config = recipe.model_config(fam, tokenizer.vocab_size, tokenizer.pad_token_id)
     torch.manual_seed(seed)
     model = fam.build(objective, config)
@@ -389,4 +410,138 @@ def prepare_run(
         from course_lib.objectives.rtd import RTDObjective
 
         trainer_objective = RTDObjective()
-    return PreparedRun(model, tokenizer, train, held_out, collator, corpus, trainer_objective)
+    return PreparedRun(
+        model, tokenizer, train, held_out, collator, corpus, trainer_objective, stores
+    )
+
+
+# Objectives whose examples come from token stores on the fly; NSP/SOP pairs (drawn across
+# documents) still come from the list builders, with the corpus in memory.
+STORE_OBJECTIVES = ("mlm", "rtd")
+
+
+def corpus_tokenizer(
+    corpus: StreamCorpus,
+    tokenizer_family: str,
+    vocab_size: int,
+    store_dir: str | Path,
+    log: Callable[[str], None] | None = None,
+) -> Any:
+    """The tokenizer of a streamed corpus: trained as `train_tokenizer` trains it on the train
+    texts (the same seeded sample beyond 10M characters, read in one pass), saved under
+    `store_dir` keyed by corpus, family and size, and loaded from there by the next run."""
+    import hashlib
+
+    from course_lib.tokenization import CourseTokenizer, train_tokenizer
+    from course_lib.tokenization.train import MAX_TRAINING_CHARS
+
+    key = f"{corpus.split_key()}:{tokenizer_family}:{vocab_size}:{MAX_TRAINING_CHARS}"
+    path = Path(store_dir) / f"tokenizer-{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
+    if path.is_file():
+        try:
+            return CourseTokenizer.load(path, tokenizer_family)
+        except Exception:  # damaged (the tokenizers library raises its own errors): train again
+            path.unlink()
+    sample, n_texts, total = corpus.tokenizer_sample(MAX_TRAINING_CHARS)
+    if log is not None and len(sample) < n_texts:
+        log(
+            f"training on a seeded sample of {len(sample):,} of {n_texts:,} texts "
+            f"({sum(map(len, sample)) / 1e6:.1f}M of {total / 1e6:.1f}M characters)"
+        )
+    tokenizer = train_tokenizer(tokenizer_family, sample, vocab_size, log=log, max_chars=None)
+    del sample
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".tmp-{os.getpid()}-{path.name}")  # .json: save writes one file
+    try:
+        tokenizer.save(tmp)
+        os.replace(tmp, path)
+    except BaseException:  # Ctrl-C included: no half file
+        tmp.unlink(missing_ok=True)
+        raise
+    return tokenizer
+
+
+def stream_examples(
+    corpus: StreamCorpus,
+    tokenizer_family: str,
+    recipe: Recipe,
+    objective: str,
+    seed: int,
+    store_dir: str | Path,
+    tokenizer: Any | None = None,
+    log: Callable[[str], None] | None = None,
+    progress: bool = False,
+) -> tuple[Any, Any, Any, tuple]:
+    """(tokenizer, train, held-out, stores) of a streamed corpus: split scanned once, each
+    split encoded once into a token store under `store_dir` (reused when it exists: a second
+    run, --resume, course evaluate, every torchrun process), examples in the "full-sentences"
+    format built from the stores on the fly. `progress`: a bar with MB/s while encoding (else
+    `log` lines every 2 s)."""
+    from course_lib.data import build_pretraining_dataset
+    from course_lib.data.token_store import open_or_build, packed_sentences
+
+    store_dir = Path(store_dir)
+    key = corpus.split_key()
+    corpus.scan(store_dir, key)
+    if tokenizer is None:
+        tokenizer = corpus_tokenizer(corpus, tokenizer_family, recipe.vocab_size, store_dir, log)
+    if objective not in STORE_OBJECTIVES:
+        if log is not None:
+            log(
+                f"{objective} draws sentence pairs across documents: its examples are built in "
+                "memory (about 55 MB per MB of text), not from a token store"
+            )
+        train, held_out = (
+            build_pretraining_dataset(
+                list(corpus.documents(split)), tokenizer, objective, recipe.max_length, seed
+            )
+            for split in ("train", "validation")
+        )
+        return tokenizer, train, held_out, ()
+    stores = []
+    for split in ("train", "validation"):
+        bar = _EncodingBar(split, corpus, progress)
+        try:
+            store = open_or_build(
+                store_dir,
+                corpus.documents(split),
+                tokenizer,
+                name=split,
+                log=None if progress else log,
+                documents_fp=f"{key}:{split}",
+                progress=bar.update,
+            )
+        finally:
+            bar.close()
+        stores.append(store)
+    train, held_out = (packed_sentences(s, tokenizer, recipe.max_length) for s in stores)
+    return tokenizer, train, held_out, tuple(stores)
+
+
+class _EncodingBar:
+    """A tqdm bar in bytes (so it shows MB/s), opened at the first encoded batch: a store that
+    already exists shows none."""
+
+    def __init__(self, split: str, corpus: StreamCorpus, enabled: bool) -> None:
+        self.split, self.enabled, self.bar = split, enabled, None
+        mask = corpus.is_validation if split == "validation" else ~corpus.is_validation
+        self.total = int(corpus.lengths[mask].sum()) if corpus.lengths is not None else None
+
+    def update(self, n_bytes: int) -> None:
+        if not self.enabled:
+            return
+        if self.bar is None:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(
+                total=self.total,
+                desc=f"encoding {self.split}",
+                unit="B",
+                unit_scale=True,
+                unit_divisor=1000,
+            )
+        self.bar.update(n_bytes)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
