@@ -215,7 +215,8 @@ def test_a_full_disk_is_one_line_and_the_earlier_files_are_intact(full_disk, com
     assert snapshot(folder) == before  # the previous checkpoint (or the source) bit for bit
     if command == "resume":
         assert "the previous checkpoint is intact; continue with: course pretrain" in line
-        assert sorted(p.name for p in folder.parent.iterdir()) == ["checkpoint"]
+        # the run's token store (a file corpus, encoded once) stays beside it, no temporary left
+        assert sorted(p.name for p in folder.parent.iterdir()) == ["checkpoint", "token-store"]
     else:
         assert "— nothing was" in line
         assert not target.exists() and not list(target.parent.glob(f".{target.name}*"))
@@ -329,7 +330,8 @@ def test_a_second_run_into_the_same_folder_is_refused_naming_the_first(
         first.stdout.close()
         first.stderr.close()
     assert read_state(out / "checkpoint")["step"] == 1
-    assert sorted(p.name for p in out.iterdir()) == ["checkpoint"]  # the lock released
+    # the lock released (token-store: the file corpus encoded once, for later runs)
+    assert sorted(p.name for p in out.iterdir()) == ["checkpoint", "token-store"]
 
 
 def test_a_killed_runs_lock_is_taken_over(capsys, workspace):
