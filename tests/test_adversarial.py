@@ -276,7 +276,8 @@ def test_overwrite_replaces_the_run_only_when_asked(capsys, workspace, corpus_di
     assert code == 0, err
     assert read_state(workspace / "run" / "checkpoint")["step"] == 1
     assert (workspace / "notes.txt").read_text() == "my notes\n"
-    assert sorted(p.name for p in (workspace / "run").iterdir()) == ["checkpoint"]
+    # the run's checkpoint and, next to it, the token stores of its file corpus (issue 40)
+    assert sorted(p.name for p in (workspace / "run").iterdir()) == ["checkpoint", "token-store"]
 
 
 # --- corpora: one line that names what to change in the file ----------------------------------
@@ -311,7 +312,7 @@ def _corpus_case(root: Path, case: str) -> Path:
 
 
 CORPUS_CASES = {
-    "not utf-8 txt": "latin1.txt is not UTF-8 text (byte 0xe9 at byte 3); save the file as UTF-8",
+    "not utf-8 txt": "latin1.txt is not UTF-8 text (byte 0xe9 at line 1); save the file as UTF-8",
     "not utf-8 jsonl": "is not UTF-8 text (byte 0xe9 at line 2); save the file as UTF-8",
     "jsonl without text": "records.jsonl:1 has no 'text' field (found ['body']); write each line",
     "single document txt": "holds 1 document(s), too few",
@@ -751,7 +752,8 @@ def test_a_crash_in_the_cli_run_folder_is_recovered_on_resume(capsys, workspace)
     assert code == 0, err
     assert "note: recovered checkpoint" in one_line(err)
     assert read_state(checkpoint)["step"] == 3
-    assert sorted(p.name for p in (workspace / "run").iterdir()) == ["checkpoint"]
+    # the run's checkpoint and, next to it, the token stores of its file corpus (issue 40)
+    assert sorted(p.name for p in (workspace / "run").iterdir()) == ["checkpoint", "token-store"]
 
 
 # --- library minors ----------------------------------------------------------------------------

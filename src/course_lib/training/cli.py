@@ -25,6 +25,7 @@ import argparse
 import contextlib
 import math
 import os
+import shutil
 import sys
 import tempfile
 import warnings
@@ -483,7 +484,19 @@ def _locked_pretrain(
     plan = _Plan(
         args, recipe, family, objective, corpus_spec, output_dir, resume_dir, state, store_dir
     )
-    return _pretrain(plan, _load_corpus(corpus_spec, corpus_spec != args.corpus, store_dir))
+    try:
+        return _pretrain(plan, _load_corpus(corpus_spec, corpus_spec != args.corpus, store_dir))
+    except BaseException:  # stopped before its first save: leave no folder behind
+        _remove_unsaved_stores(output_dir, store_dir)
+        raise
+
+
+def _remove_unsaved_stores(output_dir: Path, store_dir: Path) -> None:
+    """A run stopped before any checkpoint removes the token stores it keeps in its own folder
+    (never a --store-dir elsewhere): the run lock then removes the folder if it created it."""
+    own = (output_dir / "token-store").absolute()
+    if store_dir == own and own.is_dir() and not (output_dir / "checkpoint").exists():
+        shutil.rmtree(own, ignore_errors=True)
 
 
 def _store_dir(flag: str | None, state: dict[str, Any], output_dir: Path) -> Path:
