@@ -91,13 +91,20 @@ MASTER_ANSWERS = [
     (checks.check_sop_pair, "03_sop_vs_nsp.ipynb", "my_sop_pair"),
     (checks.check_overlap, "03_sop_vs_nsp.ipynb", "my_overlap"),
     (checks.check_conditional_entropy, "06_labs_embedding_and_sop.ipynb", "my_conditional_entropy"),
+    (checks.check_overlap_classifier, "06_labs_embedding_and_sop.ipynb", "my_overlap_classifier"),
+    (checks.check_order_rule, "06_labs_embedding_and_sop.ipynb", "my_order_rule"),
+    (checks.check_sample_hops, "07_labs_sharing.ipynb", "my_sample_hops"),
+    (checks.check_sample_pointers, "07_labs_sharing.ipynb", "my_sample_pointers"),
 ]
 IDS = [m[2] for m in MASTER_ANSWERS]
 
 
 @pytest.mark.parametrize("check, notebook, name", MASTER_ANSWERS, ids=IDS)
 def test_the_masters_answer_is_correct(check, notebook, name, capsys):
-    answer = master_answer(notebook, name)
+    from course_lib.labs import albert, albert_sharing
+
+    lab = albert_sharing if notebook.startswith("07") else albert
+    answer = master_answer(notebook, name, lab=lab)
     returned, out = verdict(check, answer, capsys)
     assert returned is answer, out
     assert out.startswith("✓ Correct!"), out
