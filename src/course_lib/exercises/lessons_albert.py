@@ -24,6 +24,8 @@ from course_lib.counting import count_parameters
 from course_lib.data.pairs import concat_segments, truncate_pair
 from course_lib.exercises.build import BuildCheck
 from course_lib.exercises.core import ExerciseError, expect, expect_tensor, run_learner_code
+from course_lib.labs import albert as sop_lab
+from course_lib.labs import albert_sharing as sharing_lab
 from course_lib.labs.albert import conditional_entropy
 from course_lib.models.albert import AlbertEmbeddings
 from course_lib.modules.encoder import EncoderLayer
@@ -727,19 +729,23 @@ check_overlap = BuildCheck(
 def _sop_batches() -> list[tuple[str, Tensor]]:
     """Fresh NSP and SOP pairs, a batch of one, and pairs built by hand for the edges: a word
     shared at another position, a shared counter with no shared word, tied counters."""
-    from course_lib.labs import albert as lab
-
     g = torch.Generator().manual_seed(2024)
-    nsp = lab.make_pairs("nsp", 300, g)[0]
-    sop = lab.make_pairs("sop", 300, g)[0]
+    nsp = sop_lab.make_pairs("nsp", 300, g)[0]
+    sop = sop_lab.make_pairs("sop", 300, g)[0]
     hand = nsp[:4].clone()
-    w = lab.N_SPECIAL + lab.N_COUNTERS  # the first topic word
-    words = lab.SEGMENT_WORDS
+    w = sop_lab.N_SPECIAL + sop_lab.N_COUNTERS  # the first topic word
+    words = sop_lab.SEGMENT_WORDS
     hand[:, 2 : 2 + words] = w + 2  # A: topic word 2 everywhere
-    hand[:, lab.START_B + 1 : lab.START_B + 1 + words] = w + 1  # B: topic word 1 everywhere
-    hand[0, 2], hand[0, lab.START_B + words] = w, w  # row 0: A's first word is B's last
-    hand[1, 1], hand[1, lab.START_B] = lab.N_SPECIAL + 3, lab.N_SPECIAL + 3  # row 1: same counter
-    hand[2, 1], hand[2, lab.START_B] = lab.N_SPECIAL + 5, lab.N_SPECIAL + 2  # row 2: B's is lower
+    hand[:, sop_lab.START_B + 1 : sop_lab.START_B + 1 + words] = w + 1  # B: topic word 1 everywhere
+    hand[0, 2], hand[0, sop_lab.START_B + words] = w, w  # row 0: A's first word is B's last
+    hand[1, 1], hand[1, sop_lab.START_B] = (
+        sop_lab.N_SPECIAL + 3,
+        sop_lab.N_SPECIAL + 3,
+    )  # row 1: same counter
+    hand[2, 1], hand[2, sop_lab.START_B] = (
+        sop_lab.N_SPECIAL + 5,
+        sop_lab.N_SPECIAL + 2,
+    )  # row 2: B's is lower
     return [("NSP pairs", nsp), ("SOP pairs", sop), ("a batch of one", sop[:1]), ("edges", hand)]
 
 
@@ -761,16 +767,14 @@ def _probe_baseline(fn: Callable, reference: Callable, name: str, mistakes: Call
 
 
 def _overlap_mistakes(what: str, ids: Tensor, got: Tensor, want: Tensor, i: int) -> None:
-    from course_lib.labs import albert as lab
-
     where = f"({what}) pair {i}: you say {int(got[i])}, the rule says {int(want[i])}"
     if torch.equal(got, 1 - want):
         raise ExerciseError(
             f"{where}; every label is flipped: 0 means 'together' (A and B share a word)."
         )
-    a, b = lab.segment_words(ids[i : i + 1])
+    a, b = sop_lab.segment_words(ids[i : i + 1])
     a, b = a[0], b[0]
-    counters = lab.segment_counters(ids[i : i + 1])
+    counters = sop_lab.segment_counters(ids[i : i + 1])
     if int(want[i]) == 0 and not bool((a == b).any()):
         raise ExerciseError(
             f"{where}: A's words {a.tolist()} and B's {b.tolist()} share a word at different "
@@ -785,9 +789,7 @@ def _overlap_mistakes(what: str, ids: Tensor, got: Tensor, want: Tensor, i: int)
 
 
 def _order_mistakes(what: str, ids: Tensor, got: Tensor, want: Tensor, i: int) -> None:
-    from course_lib.labs import albert as lab
-
-    a, b = lab.segment_counters(ids)
+    a, b = sop_lab.segment_counters(ids)
     where = (
         f"({what}) pair {i}: counters A = {int(a[i])}, B = {int(b[i])}: you say {int(got[i])}, "
         f"the rule says {int(want[i])}"
@@ -803,32 +805,24 @@ def _order_mistakes(what: str, ids: Tensor, got: Tensor, want: Tensor, i: int) -
 
 
 def _probe_overlap_classifier(fn: Callable) -> str:
-    from course_lib.labs import albert as lab
-
-    return _probe_baseline(fn, lab.overlap_classifier, "my_overlap_classifier", _overlap_mistakes)
+    return _probe_baseline(
+        fn, sop_lab.overlap_classifier, "my_overlap_classifier", _overlap_mistakes
+    )
 
 
 def _probe_order_rule(fn: Callable) -> str:
-    from course_lib.labs import albert as lab
-
-    return _probe_baseline(fn, lab.order_rule, "my_order_rule", _order_mistakes)
-
-
-def _lab_albert() -> Any:
-    from course_lib.labs import albert as lab
-
-    return lab
+    return _probe_baseline(fn, sop_lab.order_rule, "my_order_rule", _order_mistakes)
 
 
 check_overlap_classifier = BuildCheck(
     _probe_overlap_classifier,
-    fallback=_lab_albert().overlap_classifier,
+    fallback=sop_lab.overlap_classifier,
     fallback_name="lab.overlap_classifier",
     todo="label 0 when A and B share at least one topic word, else 1, one label per pair.",
 )
 check_order_rule = BuildCheck(
     _probe_order_rule,
-    fallback=_lab_albert().order_rule,
+    fallback=sop_lab.order_rule,
     fallback_name="lab.order_rule",
     todo="label 0 when B's counter is larger than A's, else 1, one label per pair.",
 )
@@ -841,8 +835,6 @@ def _same_draws(
     fn: Callable, reference: Callable, name: str, cases: list[tuple[str, dict]]
 ) -> None:
     """Compare `fn` with `reference` draw for draw on each case (fresh generators, same seed)."""
-    from course_lib.labs import albert_sharing as lab
-
     for what, kwargs in cases:
         got = run_learner_code(fn, generator=torch.Generator().manual_seed(7), **kwargs)
         want = reference(generator=torch.Generator().manual_seed(7), **kwargs)
@@ -857,11 +849,11 @@ def _same_draws(
             f"({what}) ids and answers are (batch, nodes) = {tuple(w_ids.shape)}, got "
             f"{tuple(ids.shape)} and {tuple(answers.shape)}.",
         )
-        if torch.equal(ids, w_ids - lab.N_SPECIAL) or torch.equal(
-            answers, w_answers - lab.N_SPECIAL
+        if torch.equal(ids, w_ids - sharing_lab.N_SPECIAL) or torch.equal(
+            answers, w_answers - sharing_lab.N_SPECIAL
         ):
             raise ExerciseError(
-                f"({what}) node v is token id N_SPECIAL + v = {lab.N_SPECIAL} + v: add the offset "
+                f"({what}) node v is token id N_SPECIAL + v = {sharing_lab.N_SPECIAL} + v: add the offset "
                 "to the ids and the answers."
             )
         if not torch.equal(ids, w_ids):
@@ -886,47 +878,37 @@ def _answer_hint(what: str) -> str:
 
 
 def _probe_sample_hops(fn: Callable) -> str:
-    from course_lib.labs import albert_sharing as lab
-
-    four = lab.draw_relations(2, 5)
+    four = sharing_lab.draw_relations(2, 5)
     cases = [
         ("hops: the lab's three relations", {"batch": 64}),
         ("hops: a batch of one", {"batch": 1}),
-        ("hops: one relation", {"batch": 16, "relations": (lab.S2,)}),
+        ("hops: one relation", {"batch": 16, "relations": (sharing_lab.S2,)}),
         ("hops: two relations on 5 nodes", {"batch": 16, "relations": four, "nodes": 5}),
     ]
-    _same_draws(fn, lab.sample_hops, "my_sample_hops", cases)
+    _same_draws(fn, sharing_lab.sample_hops, "my_sample_hops", cases)
     return "draw for draw the library's, also with one relation, 5 nodes and a batch of one."
 
 
 def _probe_sample_pointers(fn: Callable) -> str:
-    from course_lib.labs import albert_sharing as lab
-
     cases = [
         ("pointers: four steps", {"batch": 64, "hops": 4}),
         ("pointers: a batch of one", {"batch": 1, "hops": 2}),
         ("pointers: zero steps (the answer is x itself)", {"batch": 8, "hops": 0}),
         ("pointers: one step on 5 nodes", {"batch": 8, "hops": 1, "nodes": 5}),
     ]
-    _same_draws(fn, lab.sample_pointers, "my_sample_pointers", cases)
+    _same_draws(fn, sharing_lab.sample_pointers, "my_sample_pointers", cases)
     return "draw for draw the library's, from zero steps to four, on 5 and 8 nodes."
-
-
-def _lab_sharing() -> Any:
-    from course_lib.labs import albert_sharing as lab
-
-    return lab
 
 
 check_sample_hops = BuildCheck(
     _probe_sample_hops,
-    fallback=_lab_sharing().sample_hops,
+    fallback=sharing_lab.sample_hops,
     fallback_name="lab.sample_hops",
     todo="one random permutation f per row; from v = f(x), hop v <- f(s(v)) for each relation s.",
 )
 check_sample_pointers = BuildCheck(
     _probe_sample_pointers,
-    fallback=_lab_sharing().sample_pointers,
+    fallback=sharing_lab.sample_pointers,
     fallback_name="lab.sample_pointers",
     todo="one random permutation f per row; the answer at x is f applied `hops` times to x.",
 )
