@@ -23,8 +23,12 @@ finds, and returns a short success message (or None) when the candidate is right
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import random
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
+
+import torch
 
 from course_lib.exercises.core import ExerciseError, NotWrittenYet
 
@@ -67,7 +71,8 @@ class BuildCheck:
         notebook goes on from); return `candidate` if it passed, else the library's fallback."""
         name = getattr(candidate, "__name__", type(candidate).__name__)
         try:
-            message = self.probe(candidate)
+            with _own_random_state():
+                message = self.probe(candidate)
         except NotWrittenYet:
             print(self.stub_output(name), end="")
             return self.fallback
@@ -84,6 +89,19 @@ class BuildCheck:
             return self.fallback
         print(f"✓ Correct! {message or ''}".rstrip())
         return candidate
+
+
+@contextlib.contextmanager
+def _own_random_state() -> Iterator[None]:
+    """torch's and Python's global random state saved and restored around a probe: a check draws
+    fresh inputs and builds modules, and the cells after it must draw the same numbers as without
+    it (the notebook's printed results stay the same)."""
+    state = random.getstate()
+    with torch.random.fork_rng(devices=[]):
+        try:
+            yield
+        finally:
+            random.setstate(state)
 
 
 def is_stub_output(text: str) -> bool:

@@ -31,24 +31,6 @@ from course_lib.modules.encoder import EncoderLayer
 from course_lib.objectives.masking import MaskingConfig, mask_tokens
 from course_lib.training.finetune import best_span as library_best_span
 
-
-def isolated(probe: Callable[[Any], str | None]) -> Callable[[Any], str | None]:
-    """`probe` run with torch's and Python's global random state saved and restored: a check
-    cell draws fresh inputs and builds modules, and the cells after it must see the same random
-    numbers as without it (the notebook's printed results stay the same)."""
-
-    def run(candidate: Any) -> str | None:
-        state = random.getstate()
-        with torch.random.fork_rng(devices=[]):
-            try:
-                return probe(candidate)
-            finally:
-                random.setstate(state)
-
-    run.__name__ = run.__qualname__ = getattr(probe, "__name__", "probe")
-    return run
-
-
 _MIN = torch.finfo(torch.float32).min
 
 
@@ -160,7 +142,7 @@ def _probe_wordpiece(candidate: Callable) -> str:
 
 
 check_wordpiece = BuildCheck(
-    isolated(_probe_wordpiece),
+    _probe_wordpiece,
     fallback=wordpiece,
     fallback_name="greedy longest-match `wordpiece` (what the tokenizer computes)",
     todo="split `word` greedily: the longest vocabulary entry that starts it, then the longest "
@@ -233,7 +215,7 @@ def _probe_layer_norm(candidate: Callable) -> str:
 
 
 check_layer_norm = BuildCheck(
-    isolated(_probe_layer_norm),
+    _probe_layer_norm,
     fallback=_library_layer_norm,
     fallback_name="torch.nn.functional.layer_norm",
     todo="normalise x over its last dimension to mean 0 and variance 1 (with norm.eps), then "
@@ -329,7 +311,7 @@ def _probe_embeddings(candidate: Callable) -> str:
 
 
 check_embeddings = BuildCheck(
-    isolated(_probe_embeddings),
+    _probe_embeddings,
     fallback=_library_embeddings,
     fallback_name="BertEmbeddings (without dropout)",
     todo="look up the word, position (0..T-1) and segment rows of `tables`, add them and apply "
@@ -461,7 +443,7 @@ def _probe_attention(candidate: Callable) -> str:
 
 
 check_attention = BuildCheck(
-    isolated(_probe_attention),
+    _probe_attention,
     fallback=scaled_dot_product_attention,
     fallback_name="course_lib.modules.scaled_dot_product_attention",
     todo="return (softmax(q k^T / sqrt(d) + mask) v, the softmax weights) for [..., n, d] "
@@ -537,7 +519,7 @@ def _probe_multi_head_attention(candidate: Callable) -> str:
 
 
 check_multi_head_attention = BuildCheck(
-    isolated(_probe_multi_head_attention),
+    _probe_multi_head_attention,
     fallback=_library_multi_head_attention,
     fallback_name="course_lib.modules.MultiHeadSelfAttention",
     todo="project x with w, split into num_heads heads, attend in every head at once, merge the "
@@ -659,7 +641,7 @@ def _probe_mini_layer(candidate: type) -> str:
 
 
 check_mini_layer = BuildCheck(
-    isolated(_probe_mini_layer),
+    _probe_mini_layer,
     fallback=MiniLayerReference,
     fallback_name="EncoderLayer (as MiniLayerReference, with MiniLayer's names)",
     todo="write MiniLayer.forward: multi-head self-attention with the additive mask, residual + "
@@ -780,7 +762,7 @@ def _probe_mask_tokens(candidate: Callable) -> str:
 
 
 check_mask_tokens = BuildCheck(
-    isolated(_probe_mask_tokens),
+    _probe_mask_tokens,
     fallback=library_mask_tokens,
     fallback_name="course_lib.objectives.masking.mask_tokens",
     todo="draw targets (rand < p, never special), then what happens to each (rand: [MASK] below "
@@ -916,7 +898,7 @@ def _probe_nsp_examples(candidate: Callable) -> str:
 
 
 check_nsp_examples = BuildCheck(
-    isolated(_probe_nsp_examples),
+    _probe_nsp_examples,
     fallback=nsp_examples,
     fallback_name="course_lib.data.make_nsp_examples (the lesson's version on sentence ids)",
     todo="walk each document, gather a chunk up to the budget, cut it into A and B, take B from "
@@ -1076,7 +1058,7 @@ def _probe_train_by_hand(candidate: Callable) -> str:
 
 
 check_train_by_hand = BuildCheck(
-    isolated(_probe_train_by_hand),
+    _probe_train_by_hand,
     fallback=train_by_hand,
     fallback_name="Trainer's optimizer step (as train_by_hand)",
     todo="build AdamW with two parameter groups, then per batch: set the lr, loss.backward(), "
@@ -1170,7 +1152,7 @@ def _probe_best_span(candidate: Callable) -> str:
 
 
 check_best_span = BuildCheck(
-    isolated(_probe_best_span),
+    _probe_best_span,
     fallback=_library_best_span,
     fallback_name="course_lib.training.finetune.best_span",
     todo="return the (start, end) with the highest start + end score, start <= end, at most "
@@ -1215,7 +1197,7 @@ def _probe_pack_pair(candidate: Callable) -> str:
 
 
 check_pack_pair = BuildCheck(
-    isolated(_probe_pack_pair),
+    _probe_pack_pair,
     fallback=pack_pair,
     fallback_name="the tokenizer's pair encoding",
     todo="return ([CLS] A [SEP] B [SEP], token_type_ids: 0 for [CLS], A and the first [SEP], 1 "
@@ -1265,7 +1247,7 @@ def _probe_sample_pairs(candidate: Callable) -> str:
 
 
 check_sample_pairs = BuildCheck(
-    isolated(_probe_sample_pairs),
+    _probe_sample_pairs,
     fallback=bert_labs.sample_pairs,
     fallback_name="course_lib.labs.bert.sample_pairs",
     todo="draw b (batch, pairs) from `generator`, interleave (perm[b], b) and add N_SPECIAL; "
@@ -1321,7 +1303,7 @@ def _probe_tags(candidate: Callable) -> str:
 
 
 check_tags = BuildCheck(
-    isolated(_probe_tags),
+    _probe_tags,
     fallback=library_tags,
     fallback_name="course_lib.labs.bert.sample_tagged's tags",
     todo="return (B, T) tags: word_class[id - N_SPECIAL] of the left neighbour at every odd "

@@ -10,7 +10,6 @@ left unmodified) and names the first mistake it recognises.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -32,18 +31,6 @@ from course_lib.labs import distil as labs_distil
 from course_lib.models.bert import BertForMaskedLM
 from course_lib.models.distilbert import DistilBertForMaskedLM
 from course_lib.objectives.distillation import DistillationObjective, init_student_from_teacher
-
-
-def _own_rng(probe: Callable[[Any], str]) -> Callable[[Any], str]:
-    """Run `probe` on a private copy of torch's global random state: checking a build cell never
-    changes what the notebook's later cells draw."""
-
-    @functools.wraps(probe)
-    def wrapped(candidate: Any) -> str:
-        with torch.random.fork_rng(devices=[]):
-            return probe(candidate)
-
-    return wrapped
 
 
 def _call(what: str, fn: Callable, *args: Any, **kwargs: Any) -> Any:
@@ -74,7 +61,6 @@ def library_soften(logits: Tensor, temperature: float) -> Tensor:
     return torch.softmax(logits / temperature, dim=-1)
 
 
-@_own_rng
 def _probe_soften(soften: Callable) -> str:
     g = torch.Generator().manual_seed(6)
     special = torch.randn(8, generator=g) * 3
@@ -242,7 +228,6 @@ def _diagnose_cos(got: Tensor, hs: Tensor, ht: Tensor, mask: Tensor, what: str) 
             raise ExerciseError(f"{what}: {message}.")
 
 
-@_own_rng
 def _probe_distillation_loss(my_distillation_loss: Callable) -> str:
     teacher = _tiny_teacher(pre_layer_norm=True, layers=4, seed=1)
     student = init_student_from_teacher(teacher)
@@ -394,7 +379,6 @@ def _layer_hint(
     return "it differs from the teacher's."
 
 
-@_own_rng
 def _probe_student_from_teacher(my_student_from_teacher: Callable) -> str:
     cases = [  # (pre-LN, teacher layers, layers argument, what)
         (True, 4, None, "a pre-LN 4-layer teacher"),
@@ -485,7 +469,6 @@ def library_fold_segment(
     return model
 
 
-@_own_rng
 def _probe_fold_segment(fold_segment: Callable) -> str:
     for pre_ln, what in ((True, "a pre-LN teacher"), (False, "a post-LN teacher")):
         teacher = _tiny_teacher(pre_ln, 3, seed=7)
@@ -584,7 +567,6 @@ def _posterior_variant(hmm: labs_distil.HMM, x: list[int], seen: list[bool], kin
     return out[0] if post.shape == out[0].shape else post
 
 
-@_own_rng
 def _probe_posterior(my_posterior: Callable) -> str:
     small = labs_distil.make_hmm(torch.Generator().manual_seed(4), states=3, vocab=5, home_tokens=2)
     big = labs_distil.make_hmm(torch.Generator().manual_seed(5))
@@ -652,7 +634,6 @@ check_posterior = BuildCheck(
 # ----- 13 · which positions are masked: the labs' task generator ----------------------------------
 
 
-@_own_rng
 def _probe_choose_masked(my_choose_masked: Callable) -> str:
     def draw(n: int, length: int, seed: int, rate: float, what: str) -> Tensor:
         got = expect_tensor(

@@ -9,7 +9,6 @@ left padding, inputs left unmodified) and names the first mistake it recognises.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -38,18 +37,6 @@ def _close(a: Tensor, b: Tensor, atol: float = 1e-5) -> bool:
     )
 
 
-def _own_rng(probe: Callable[[Any], str]) -> Callable[[Any], str]:
-    """Run `probe` on a private copy of torch's global random state: checking a build cell never
-    changes what the notebook's later cells draw."""
-
-    @functools.wraps(probe)
-    def wrapped(candidate: Any) -> str:
-        with torch.random.fork_rng(devices=[]):
-            return probe(candidate)
-
-    return wrapped
-
-
 def _call(what: str, fn: Callable, *args: Any, **kwargs: Any) -> Any:
     """run_learner_code, with the case (`what`) named in front of a crash's message."""
     try:
@@ -67,7 +54,6 @@ def _unchanged(before: Tensor, after: Tensor, name: str, fix: str) -> None:
 # ----- 01 · sampling a replacement -------------------------------------------------------------
 
 
-@_own_rng
 def _probe_sample(my_sample: Callable) -> str:
     g = torch.Generator().manual_seed(0)
     logits = torch.randn(5, 7, generator=g, requires_grad=True)
@@ -182,7 +168,6 @@ def _rtd_case() -> tuple[Tensor, Tensor, Tensor]:
     return input_ids, labels, sampled
 
 
-@_own_rng
 def _probe_corrupt(my_corrupt: Callable) -> str:
     input_ids, labels, sampled = _rtd_case()
     kept = [t.clone() for t in (input_ids, labels, sampled)]
@@ -278,7 +263,6 @@ def library_rtd_loss(
     return rtd_loss(l_mlm, l_disc, weight), l_mlm, l_disc
 
 
-@_own_rng
 def _probe_rtd_loss(my_rtd_loss: Callable) -> str:
     g = torch.Generator().manual_seed(7)
     gen_logits = torch.randn(4, 9, generator=g, requires_grad=True)
@@ -367,7 +351,6 @@ check_rtd_loss = BuildCheck(
 # ----- 02 · GDES: the stop-gradient of DeBERTa-v3 ------------------------------------------------
 
 
-@_own_rng
 def _probe_gdes(candidate: Any) -> str:
     torch.manual_seed(0)
     table = nn.Embedding(12, 5)
@@ -460,7 +443,6 @@ def _rope_variant(x: Tensor, positions: Tensor, theta: float, kind: str) -> Tens
     return torch.cat([a * angle.cos() - b * angle.sin(), a * angle.sin() + b * angle.cos()], -1)
 
 
-@_own_rng
 def _probe_rope(rope_by_hand: Callable) -> str:
     g = torch.Generator().manual_seed(2)
     cases = [  # (d, positions, theta, what the case is)
@@ -526,7 +508,6 @@ def library_geglu(x: Tensor, w_in: Tensor, w_out: Tensor) -> Tensor:
     return F.linear(F.gelu(a) * b, w_out)
 
 
-@_own_rng
 def _probe_geglu(geglu_by_hand: Callable) -> str:
     g = torch.Generator().manual_seed(4)
     cases = [  # (x shape, H, I)
@@ -590,7 +571,6 @@ def library_pack(x: Tensor, keep: Tensor) -> tuple[Tensor, list[int]]:
     return packed, packing.cu_seqlens
 
 
-@_own_rng
 def _probe_pack(my_pack: Callable) -> str:
     g = torch.Generator().manual_seed(5)
     right = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0], [1, 0, 0, 0, 0]])

@@ -9,7 +9,6 @@ of the notebook uses (tests/test_lesson_checks_roberta.py plants the typical mis
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable
 from typing import Any
 
@@ -22,23 +21,6 @@ from course_lib.labs.roberta import N_SPECIAL as PAIR_SPECIALS
 from course_lib.labs.roberta import sample_pair_sequences
 from course_lib.models.roberta import create_position_ids_from_input_ids
 from course_lib.tokenization.byte_level import bytes_to_unicode, to_byte_symbols
-
-
-def isolated(probe: Callable[[Any], str | None]) -> Callable[[Any], str | None]:
-    """`probe` run with torch's and Python's global random state saved and restored: a check
-    cell draws fresh inputs and builds modules, and the cells after it must see the same random
-    numbers as without it (the notebook's printed results stay the same)."""
-
-    def run(candidate: Any) -> str | None:
-        state = random.getstate()
-        with torch.random.fork_rng(devices=[]):
-            try:
-                return probe(candidate)
-            finally:
-                random.setstate(state)
-
-    run.__name__ = run.__qualname__ = getattr(probe, "__name__", "probe")
-    return run
 
 
 def first_mismatch(got: Tensor, expected: Tensor) -> tuple[tuple[int, ...], Any, Any] | None:
@@ -108,7 +90,7 @@ def _probe_position_ids(my_position_ids: Callable) -> str:
 
 
 check_position_ids = BuildCheck(
-    isolated(_probe_position_ids),
+    _probe_position_ids,
     fallback=create_position_ids_from_input_ids,
     fallback_name="create_position_ids_from_input_ids",
     todo="number each row's real tokens padding_idx + 1, + 2, ... and give padding padding_idx, "
@@ -176,7 +158,7 @@ def _probe_bytes_to_unicode(my_bytes_to_unicode: Callable) -> str:
 
 
 check_bytes_to_unicode = BuildCheck(
-    isolated(_probe_bytes_to_unicode),
+    _probe_bytes_to_unicode,
     fallback=bytes_to_unicode,
     fallback_name="course_lib.tokenization.byte_level.bytes_to_unicode",
     todo="return {byte: character} for all 256 bytes: printable Latin-1 bytes as themselves, "
@@ -229,7 +211,7 @@ def _probe_byte_symbols(my_byte_symbols: Callable) -> str:
 
 
 check_byte_symbols = BuildCheck(
-    isolated(_probe_byte_symbols),
+    _probe_byte_symbols,
     fallback=_library_byte_symbols,
     fallback_name="course_lib.tokenization.byte_level.to_byte_symbols",
     todo="write the text's UTF-8 bytes, each as its symbol from `table`, as one string.",
@@ -391,7 +373,7 @@ def _probe_packer(candidate: Callable, full: bool) -> str:
 
 
 check_pack_doc_sentences = BuildCheck(
-    isolated(lambda fn: _probe_packer(fn, full=False)),
+    lambda fn: _probe_packer(fn, full=False),
     fallback=pack_doc_sentences,
     fallback_name="course_lib.data.make_format_examples(format='doc-sentences')",
     todo="pack each document's sentences whole into blocks of <= budget ids (cut a longer "
@@ -399,7 +381,7 @@ check_pack_doc_sentences = BuildCheck(
 )
 
 check_pack_full_sentences = BuildCheck(
-    isolated(lambda fn: _probe_packer(fn, full=True)),
+    lambda fn: _probe_packer(fn, full=True),
     fallback=pack_full_sentences,
     fallback_name="course_lib.data.make_format_examples(format='full-sentences')",
     todo="pack as DOC-SENTENCES but run on across documents with sep_id between them (close the "
@@ -489,7 +471,7 @@ def _probe_pair_sequences(my_pair_sequences: Callable) -> str:
 
 
 check_pair_sequences = BuildCheck(
-    isolated(_probe_pair_sequences),
+    _probe_pair_sequences,
     fallback=sample_pair_sequences,
     fallback_name="course_lib.labs.roberta.sample_pair_sequences",
     todo="draw b (count, pairs) from `generator`, a = perm[b], and return "
