@@ -8,16 +8,13 @@ import json
 import math
 import re
 import statistics
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import nbformat
+import lesson_masters
 import pytest
 import torch
-import torch.nn.functional as F
-from torch import nn
 
 from course_lib.exercises import lessons_deberta as checks
 from course_lib.labels import IGNORE_INDEX
@@ -29,42 +26,18 @@ ROOT = Path(__file__).resolve().parents[1]
 MASTERS = ROOT / "chapters" / "04_deberta_distil" / "instructor"
 
 
-def _answers(master: Path) -> dict[str, str]:
-    """{name: source with the answer in} of the master's build cells (the generator's
-    build_answers when it has one)."""
-    sys.path.insert(0, str(ROOT / "tools"))
-    try:
-        from make_student_notebooks import build_answers  # type: ignore[attr-defined]
-    except ImportError:
-        build_answers = None
-    finally:
-        sys.path.remove(str(ROOT / "tools"))
-    if build_answers is not None:
-        return build_answers(master)
-    found = {}
-    for cell in nbformat.read(master, as_version=4).cells:
-        if cell.cell_type == "code" and "build" in cell.metadata.get("tags", []):
-            source = re.sub(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n", "", cell.source, flags=re.M)
-            for name in re.findall(r"^def (\w+)", source, re.M):
-                found[name] = source
-    return found
-
-
 def master_answer(notebook: str, name: str, **namespace: Any) -> Callable:
     """`name` as the master's build cell defines it, exec'd with what the lesson has imported."""
-    scope: dict[str, Any] = {
-        "torch": torch,
-        "nn": nn,
-        "F": F,
-        "math": math,
-        "IGNORE_INDEX": IGNORE_INDEX,
-        "lab04": lab04,
-        "dp": dp,
-        "c2p_index": c2p_index,
+    return lesson_masters.master_answer(
+        "04_deberta_distil",
+        notebook,
+        name,
+        IGNORE_INDEX=IGNORE_INDEX,
+        lab04=lab04,
+        dp=dp,
+        c2p_index=c2p_index,
         **namespace,
-    }
-    exec(compile(_answers(MASTERS / notebook)[name], f"{notebook}:{name}", "exec"), scope)
-    return scope[name]
+    )
 
 
 def stub(*args: Any, **kwargs: Any) -> Any:
