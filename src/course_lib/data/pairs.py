@@ -21,7 +21,7 @@ from __future__ import annotations
 import random
 import warnings
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from course_lib.data.corpus import Corpus, Document
 from course_lib.objectives.targets import OBJECTIVES
@@ -104,6 +104,37 @@ def _check_truncation(truncation: str) -> None:
         raise ValueError(f"truncation={truncation!r} is unknown; use one of {TRUNCATIONS}.")
 
 
+def pair_cuts(
+    len_a: int,
+    len_b: int,
+    budget: int,
+    truncation: str = "junction",
+    rng: random.Random | None = None,
+) -> tuple[int, int, int, int, bool]:
+    """How `truncate_pair` cuts segments of `len_a` and `len_b` tokens, from the lengths alone:
+    (A's tokens cut from its front, from its back, B's from its front, from its back, whether
+    the junction survived). The token store cuts its pairs with it without reading a token."""
+    _check_truncation(truncation)
+    if truncation == "random" and rng is None:
+        raise ValueError("truncation='random' draws the end to cut: pass rng=random.Random(seed).")
+    cut = [0, 0, 0, 0]  # A front, A back, B front, B back
+    junction_kept = True
+    while len_a + len_b > budget:
+        longer_is_a = len_a > len_b
+        if truncation == "junction":
+            front = longer_is_a  # A loses its front, B its back
+        else:
+            assert rng is not None
+            front = rng.random() < 0.5
+        junction_kept &= front if longer_is_a else not front
+        cut[(0 if longer_is_a else 2) + (0 if front else 1)] += 1
+        if longer_is_a:
+            len_a -= 1
+        else:
+            len_b -= 1
+    return cut[0], cut[1], cut[2], cut[3], junction_kept
+
+
 def truncate_pair(
     a: Segment,
     b: Segment,
@@ -123,22 +154,13 @@ def truncate_pair(
     - "random": BERT's rule, a random end each time (needs `rng`), which avoids always
       cutting sentence ends but often cuts the junction.
     """
-    _check_truncation(truncation)
-    if truncation == "random" and rng is None:
-        raise ValueError("truncation='random' draws the end to cut: pass rng=random.Random(seed).")
-    removed, junction_kept = 0, True
-    while len(a[0]) + len(b[0]) > budget:
-        longer_is_a = len(a[0]) > len(b[0])
-        longer = a if longer_is_a else b
-        if truncation == "junction":
-            index = 0 if longer_is_a else -1
-        else:
-            assert rng is not None
-            index = 0 if rng.random() < 0.5 else -1
-        junction_kept &= index != (-1 if longer_is_a else 0)
-        del longer[0][index], longer[1][index]
-        removed += 1
-    return removed, junction_kept
+    a_front, a_back, b_front, b_back, junction_kept = pair_cuts(
+        len(a[0]), len(b[0]), budget, truncation, rng
+    )
+    for seg, front, back in ((a, a_front, a_back), (b, b_front, b_back)):
+        for part in seg:
+            part[:] = part[front : len(part) - back]
+    return a_front + a_back + b_front + b_back, junction_kept
 
 
 def junction_survival(examples: Examples) -> float:
@@ -172,29 +194,31 @@ def _budget(tokenizer: CourseTokenizer, max_length: int, pair: bool) -> int:
     return max_length - n_special
 
 
-def _multi_sentence_docs(docs: list[TokenizedDoc], task: str) -> tuple[list[TokenizedDoc], int]:
-    """Keep documents with >= 2 sentences (pairs need two); warn with the count of others."""
-    kept = [d for d in docs if len(d) >= 2]
-    skipped = len(docs) - len(kept)
+def _multi_sentence_docs(lengths: list[list[int]], task: str) -> tuple[list[int], int]:
+    """The documents with >= 2 sentences (pairs need two), by index; warn with the count of
+    others."""
+    kept = [d for d, sentences in enumerate(lengths) if len(sentences) >= 2]
+    skipped = len(lengths) - len(kept)
     if not kept:
         raise ValueError(
-            f"{task} needs documents with at least two sentences, but all {len(docs)} "
+            f"{task} needs documents with at least two sentences, but all {len(lengths)} "
             "document(s) have fewer. Split your text into sentences (one document per file "
             "or block, several sentences each) or use objective='mlm'."
         )
     if skipped:
         warnings.warn(
-            f"{task}: skipped {skipped} document(s) with fewer than two sentences.", stacklevel=3
+            f"{task}: skipped {skipped} document(s) with fewer than two sentences.", stacklevel=4
         )
     return kept, skipped
 
 
 def walk_chunks(
-    doc: list[Segment],
+    doc: Sequence[Any],
     rng: random.Random,
     max_tokens: int,
     short_seq_prob: float,
-    emit: Callable[[list[Segment], int], int],
+    emit: Callable[[list[Any], int], int],
+    size: Callable[[Any], int] | None = None,
 ) -> None:
     """Cut a document into chunks of consecutive sentences, as BERT's data script does.
 
@@ -202,18 +226,19 @@ def walk_chunks(
     the document; it never leaves a lone last sentence behind. A share `short_seq_prob` of
     targets is a random shorter length. `emit(chunk, target)` builds an example and returns
     how many of the chunk's last sentences to read again (NSP does, when B came from
-    another document and the real continuation went unused).
+    another document and the real continuation went unused). `size(sentence)` is a
+    sentence's token count: `len(ids)` of an (ids, word ids) segment unless given.
     """
 
     def target() -> int:
         return rng.randint(2, max_tokens) if rng.random() < short_seq_prob else max_tokens
 
     goal = target()
-    chunk: list[Segment] = []
+    chunk: list[Any] = []
     length, i = 0, 0
     while i < len(doc):
         chunk.append(doc[i])
-        length += len(doc[i][0])
+        length += len(doc[i][0]) if size is None else size(doc[i])
         remaining = len(doc) - i - 1
         if remaining == 0 or (length >= goal and len(chunk) >= 2 and remaining != 1):
             i -= emit(chunk, goal)
@@ -221,7 +246,34 @@ def walk_chunks(
         i += 1
 
 
-def _require_two_documents(docs: list[TokenizedDoc], task: str, what: str, instead: str) -> None:
+# ----- pairs as spans: drawn from sentence lengths alone ---------------------------------------
+# NSP, SOP and sentence-pair examples are drawn on the documents' sentence lengths only: which
+# sentences make A and B, and how many tokens truncation cuts from each end. The list builders
+# below turn the spans into tokens from lists, the token store (`token_store.sentence_pairs`)
+# from its memory-mapped arrays: both draw here, so both give the same pairs.
+
+
+class Span(NamedTuple):
+    """Sentences [first, end) of document `doc`, less `front` tokens at its start and `back`
+    at its end (what truncation cut)."""
+
+    doc: int
+    first: int
+    end: int
+    front: int = 0
+    back: int = 0
+
+
+# The pair tasks, their label and, for those whose B may come from another document, what
+# the error says when there is no other document (what must come from one, what to use instead).
+PAIR_TASKS = {
+    "NSP": ("next_sentence_label", ("the random segment B must", "mlm+sop")),
+    "SOP": ("sentence_order_label", None),
+    "sentence-pair": ("next_sentence_label", ("random sentences", "doc-sentences")),
+}
+
+
+def _require_two_documents(docs: list[int], task: str, what: str, instead: str) -> None:
     """Random pairs take B from another document: refuse a corpus with only one."""
     if len(docs) < 2:
         raise ValueError(
@@ -230,31 +282,116 @@ def _require_two_documents(docs: list[TokenizedDoc], task: str, what: str, inste
         )
 
 
-def _other_document(docs: list[TokenizedDoc], d: int, rng: random.Random) -> TokenizedDoc:
-    """A document other than docs[d], uniformly: a random B never comes from A's own document."""
-    return docs[(d + 1 + rng.randrange(len(docs) - 1)) % len(docs)]
+def _other_document(docs: list[int], k: int, rng: random.Random) -> int:
+    """A document other than docs[k], uniformly: a random B never comes from A's own document."""
+    return docs[(k + 1 + rng.randrange(len(docs) - 1)) % len(docs)]
 
 
-def _shuffled(
-    examples: list[dict[str, Any]], rng: random.Random, skipped: int, counts: dict[str, int]
-) -> Examples:
-    """The examples in random order (documents mixed), with what was skipped and counted."""
-    rng.shuffle(examples)
-    return Examples(examples, skipped=skipped, counts=counts)
-
-
-def _fit_pair(
-    a: Segment,
-    b: Segment,
+def plan_pairs(
+    task: str,
+    lengths: list[list[int]],
     budget: int,
+    seed: int = 0,
+    short_seq_prob: float = 0.1,
+    truncation: str = "junction",
+) -> tuple[list[tuple[Span, Span, int]], int, dict[str, int]]:
+    """The pairs of `task` ("NSP", "SOP", "sentence-pair") over documents whose non-empty
+    sentences have `lengths` tokens, cut to `budget` text tokens: ([(A, B, label)] in random
+    order, documents skipped for having < 2 sentences, counts). One seeded draw, in the order
+    BERT's and ALBERT's scripts make it."""
+    _check_truncation(truncation)
+    label_name, other = PAIR_TASKS[task]
+    docs, skipped = _multi_sentence_docs(lengths, task)
+    if other is not None:
+        _require_two_documents(docs, task, *other)
+    rng = random.Random(seed)
+    pairs: list[tuple[Span, Span, int]] = []
+    counts = {"truncated_tokens": 0, "junction_kept": 0}
+    if task == "NSP":
+        counts = {"forced_random_next": 0, **counts}
+
+    def add(a: Span, b: Span, label: int) -> None:
+        len_a = sum(lengths[a.doc][a.first : a.end])
+        len_b = sum(lengths[b.doc][b.first : b.end])
+        a_front, a_back, b_front, b_back, kept = pair_cuts(len_a, len_b, budget, truncation, rng)
+        counts["truncated_tokens"] += a_front + a_back + b_front + b_back
+        counts["junction_kept"] += kept
+        pairs.append(
+            (a._replace(front=a_front, back=a_back), b._replace(front=b_front, back=b_back), label)
+        )
+
+    for k, d in enumerate(docs):
+        sizes = lengths[d]
+        if task == "sentence-pair":  # single sentences: the next one (0) or a random one (1)
+            i = 0
+            while i < len(sizes) - 1:
+                if rng.random() < 0.5:
+                    o = _other_document(docs, k, rng)
+                    s = rng.randrange(len(lengths[o]))
+                    add(Span(d, i, i + 1), Span(o, s, s + 1), 1)
+                    i += 1  # sentence i + 1 is read again
+                else:
+                    add(Span(d, i, i + 1), Span(d, i + 1, i + 2), 0)
+                    i += 2
+            continue
+
+        def emit(chunk: list[int], goal: int, k: int = k, d: int = d) -> int:
+            first, end = chunk[0], chunk[-1] + 1
+            if task == "SOP":  # chunks of a >= 2-sentence document have >= 2 sentences
+                split = first + rng.randint(1, len(chunk) - 1)
+                a, b = Span(d, first, split), Span(d, split, end)
+                swapped = rng.random() < 0.5
+                add(*((b, a) if swapped else (a, b)), int(swapped))
+                return 0
+            split = first + (rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1)
+            a = Span(d, first, split)
+            if len(chunk) == 1 or rng.random() < 0.5:
+                counts["forced_random_next"] += len(chunk) == 1
+                o = _other_document(docs, k, rng)
+                start = rng.randrange(len(lengths[o]))
+                need, total, stop = goal - sum(lengths[d][first:split]), 0, start
+                for stop in range(start, len(lengths[o])):
+                    total += lengths[o][stop]
+                    if total >= need:
+                        break
+                add(a, Span(o, start, stop + 1), 1)
+                return end - split  # the unused real continuation is read again
+            add(a, Span(d, split, end), 0)
+            return 0
+
+        walk_chunks(range(len(sizes)), rng, budget, short_seq_prob, emit, sizes.__getitem__)
+    rng.shuffle(pairs)  # documents mixed
+    return pairs, skipped, counts
+
+
+def _segment(docs: list[TokenizedDoc], span: Span) -> Segment:
+    """A span's tokens and word ids (numbered as `concat_segments` numbers them)."""
+    ids, words = concat_segments(docs[span.doc][span.first : span.end])
+    stop = len(ids) - span.back
+    return ids[span.front : stop], words[span.front : stop]
+
+
+def _pair_examples(
+    task: str,
+    documents: Sequence[Document] | Sequence[Sequence[str]],
+    tokenizer: CourseTokenizer,
+    max_length: int,
+    seed: int,
+    short_seq_prob: float,
     truncation: str,
-    rng: random.Random,
-    counts: dict[str, int],
-) -> None:
-    """truncate_pair, adding the removed tokens and a kept junction to `counts`."""
-    removed, junction_kept = truncate_pair(a, b, budget, truncation, rng)
-    counts["truncated_tokens"] += removed
-    counts["junction_kept"] += junction_kept
+) -> Examples:
+    """The examples of a pair task, as lists: tokenize, draw the spans, read their tokens."""
+    _check_truncation(truncation)
+    budget = _budget(tokenizer, max_length, pair=True)
+    tokenized, empty = tokenize_documents(documents, tokenizer)
+    lengths = [[len(ids) for ids, _ in doc] for doc in tokenized]
+    pairs, skipped, counts = plan_pairs(task, lengths, budget, seed, short_seq_prob, truncation)
+    label = PAIR_TASKS[task][0]
+    examples = [
+        _example(tokenizer, _segment(tokenized, a), _segment(tokenized, b), **{label: y})
+        for a, b, y in pairs
+    ]
+    return Examples(examples, skipped=skipped, counts={**counts, "empty_sentences": empty})
 
 
 # ----- NSP and SOP ----------------------------------------------------------------------------
@@ -270,48 +407,13 @@ def make_nsp_examples(
 ) -> Examples:
     """BERT's segment pairs with next_sentence_label (0 = B follows A, 1 = B is random).
 
-    B comes from another document half of the time (always when the chunk has only one
-    sentence; those are counted in `counts["forced_random_next"]`). Long pairs are cut by
-    `truncate_pair(..., truncation)`; `counts["junction_kept"]` counts pairs whose junction
-    survived (see `junction_survival`). truncation="random" is BERT's original rule.
+    Chunks of consecutive sentences (`walk_chunks`) split at a random sentence into A and B;
+    B is replaced by text from another document half of the time (always when the chunk has
+    only one sentence; those are counted in `counts["forced_random_next"]`). Long pairs are cut
+    as `truncate_pair(..., truncation)` cuts them; `counts["junction_kept"]` counts pairs whose
+    junction survived (see `junction_survival`). truncation="random" is BERT's original rule.
     """
-    _check_truncation(truncation)
-    budget = _budget(tokenizer, max_length, pair=True)
-    tokenized, empty = tokenize_documents(documents, tokenizer)
-    docs, skipped = _multi_sentence_docs(tokenized, "NSP")
-    _require_two_documents(docs, "NSP", "the random segment B must", "mlm+sop")
-    rng = random.Random(seed)
-    examples: list[dict[str, Any]] = []
-    counts = {
-        "forced_random_next": 0,
-        "truncated_tokens": 0,
-        "junction_kept": 0,
-        "empty_sentences": empty,
-    }
-    for d, doc in enumerate(docs):
-
-        def emit(chunk: list[Segment], goal: int, d: int = d) -> int:
-            a_end = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
-            a = concat_segments(chunk[:a_end])
-            put_back = 0
-            if len(chunk) == 1 or rng.random() < 0.5:
-                counts["forced_random_next"] += len(chunk) == 1
-                other = _other_document(docs, d, rng)
-                parts: list[Segment] = []
-                for seg in other[rng.randrange(len(other)) :]:
-                    parts.append(seg)
-                    if sum(len(p[0]) for p in parts) >= goal - len(a[0]):
-                        break
-                b, label = concat_segments(parts), 1
-                put_back = len(chunk) - a_end  # the unused real continuation is read again
-            else:
-                b, label = concat_segments(chunk[a_end:]), 0
-            _fit_pair(a, b, budget, truncation, rng, counts)
-            examples.append(_example(tokenizer, a, b, next_sentence_label=label))
-            return put_back
-
-        walk_chunks(doc, rng, budget, short_seq_prob, emit)
-    return _shuffled(examples, rng, skipped, counts)
+    return _pair_examples("NSP", documents, tokenizer, max_length, seed, short_seq_prob, truncation)
 
 
 def make_sop_examples(
@@ -325,63 +427,13 @@ def make_sop_examples(
     """ALBERT's sentence-order pairs: consecutive segments, sentence_order_label 1 if swapped.
 
     Chunks as BERT's (`walk_chunks`), a random split into A and B, a swap with probability 0.5,
-    then `truncate_pair(..., truncation)`: by default A loses its front and B its back, so the
-    junction, where the order shows, survives (`counts["junction_kept"]`).
+    then cut as `truncate_pair(..., truncation)` cuts: by default A loses its front and B its
+    back, so the junction, where the order shows, survives (`counts["junction_kept"]`).
     """
-    _check_truncation(truncation)
-    budget = _budget(tokenizer, max_length, pair=True)
-    tokenized, empty = tokenize_documents(documents, tokenizer)
-    docs, skipped = _multi_sentence_docs(tokenized, "SOP")
-    rng = random.Random(seed)
-    examples: list[dict[str, Any]] = []
-    counts = {"truncated_tokens": 0, "junction_kept": 0, "empty_sentences": empty}
-
-    def emit(chunk: list[Segment], goal: int) -> int:
-        a_end = rng.randint(1, len(chunk) - 1)  # chunks of a >= 2-sentence doc have >= 2
-        a, b = concat_segments(chunk[:a_end]), concat_segments(chunk[a_end:])
-        swapped = rng.random() < 0.5
-        if swapped:
-            a, b = b, a
-        _fit_pair(a, b, budget, truncation, rng, counts)
-        examples.append(_example(tokenizer, a, b, sentence_order_label=int(swapped)))
-        return 0
-
-    for doc in docs:
-        walk_chunks(doc, rng, budget, short_seq_prob, emit)
-    return _shuffled(examples, rng, skipped, counts)
+    return _pair_examples("SOP", documents, tokenizer, max_length, seed, short_seq_prob, truncation)
 
 
 # ----- RoBERTa's input formats and plain MLM blocks -------------------------------------------
-
-
-def _sentence_pairs(
-    docs: list[TokenizedDoc],
-    tokenizer: CourseTokenizer,
-    budget: int,
-    seed: int,
-    skipped: int,
-    empty: int,
-    truncation: str = "junction",
-) -> Examples:
-    """Pairs of single sentences: the next one (0) or one from another document (1)."""
-    _require_two_documents(docs, "sentence-pair", "random sentences", "doc-sentences")
-    rng = random.Random(seed)
-    examples: list[dict[str, Any]] = []
-    counts = {"truncated_tokens": 0, "junction_kept": 0, "empty_sentences": empty}
-    for d, doc in enumerate(docs):
-        i = 0
-        while i < len(doc) - 1:
-            a = (list(doc[i][0]), list(doc[i][1]))
-            if rng.random() < 0.5:
-                other = _other_document(docs, d, rng)
-                seg = other[rng.randrange(len(other))]
-                b, label, step = (list(seg[0]), list(seg[1])), 1, 1  # doc[i+1] is read again
-            else:
-                b, label, step = (list(doc[i + 1][0]), list(doc[i + 1][1])), 0, 2
-            _fit_pair(a, b, budget, truncation, rng, counts)
-            examples.append(_example(tokenizer, a, b, next_sentence_label=label))
-            i += step
-    return _shuffled(examples, rng, skipped, counts)
 
 
 def _packed(
@@ -450,12 +502,12 @@ def make_format_examples(
     _check_truncation(truncation)
     if format == "segment-pair":
         return make_nsp_examples(documents, tokenizer, max_length, seed, short_seq_prob, truncation)
-    pair = format == "sentence-pair"
-    budget = _budget(tokenizer, max_length, pair=pair)
+    if format == "sentence-pair":
+        return _pair_examples(
+            "sentence-pair", documents, tokenizer, max_length, seed, short_seq_prob, truncation
+        )
+    budget = _budget(tokenizer, max_length, pair=False)
     tokenized, empty = tokenize_documents(documents, tokenizer)
-    if pair:
-        docs, skipped = _multi_sentence_docs(tokenized, "sentence-pair")
-        return _sentence_pairs(docs, tokenizer, budget, seed, skipped, empty, truncation)
     return _packed(tokenized, tokenizer, budget, format == "full-sentences", empty)
 
 
