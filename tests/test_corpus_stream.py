@@ -121,6 +121,28 @@ def test_prepare_run_examples_from_stores_equal_the_list_builders(jsonl_corpus, 
     assert memory.tokenizer.backend.to_str() == run.tokenizer.backend.to_str()
 
 
+@pytest.mark.parametrize(("family", "objective"), [("bert", "mlm+nsp"), ("albert", "mlm+sop")])
+def test_sentence_pairs_of_a_file_corpus_come_from_its_stores(
+    jsonl_corpus, tmp_path, family, objective
+):
+    """NSP and SOP pairs are drawn from the stores too (no example held as lists), the same
+    pairs with the same labels as the list builders draw on the same documents."""
+    from course_lib.data.token_store import StorePairs
+
+    with pytest.warns(UserWarning):
+        run = prepare_run(
+            "tiny", family, objective, StreamCorpus(jsonl_corpus), seed=3, store_dir=tmp_path
+        )
+        corpus = load_text_corpus(jsonl_corpus)
+    assert len(run.stores) == 2
+    max_length = get_recipe("tiny", family).max_length
+    for examples, docs in ((run.train, corpus.train), (run.held_out, corpus.validation)):
+        assert isinstance(examples, StorePairs)
+        expected = build_pretraining_dataset(docs, run.tokenizer, objective, max_length, seed=3)
+        assert len(examples) == len(expected) > 0
+        assert list(examples) == expected
+
+
 # ----- through the command line ---------------------------------------------------------------
 
 

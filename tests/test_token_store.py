@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 import pytest
+import torch
 
 from course_lib.data import (
     Document,
@@ -14,6 +15,7 @@ from course_lib.data import (
     load_builtin_corpus,
     make_format_examples,
     make_mlm_examples,
+    pairs,
     tokenize_documents,
 )
 from course_lib.data import token_store as ts
@@ -71,6 +73,80 @@ def test_packed_sentences_equal_the_default_mlm_examples_on_the_builtin_corpus(
     assert list(ts.packed_sentences(builtin_store, tok, max_length, False)) == list(doc)
 
 
+# Every objective and format `build_pretraining_dataset` builds, from the store: pairs (NSP's
+# segment-pair and sentence-pair, SOP, a pair format read by MLM alone), packed and blocks.
+OBJECTIVE_FORMATS = [
+    ("mlm+nsp", None, 32, 0),
+    ("mlm+nsp", "sentence-pair", 32, 3),
+    ("mlm+sop", None, 32, 1),
+    ("mlm+sop", None, 128, 0),
+    ("mlm+nsp", None, 128, 2),
+    ("mlm", "segment-pair", 32, 0),
+    ("rtd", "doc-sentences", 32, 0),
+    ("mlm", "blocks", 128, 0),
+]
+
+
+@pytest.mark.parametrize(("objective", "format", "max_length", "seed"), OBJECTIVE_FORMATS)
+def test_every_objective_from_the_store_equals_build_pretraining_dataset_on_the_builtin_corpus(
+    builtin, builtin_store, objective, format, max_length, seed
+):
+    """Pair labels, formats, truncation, counts: example for example, in the same order."""
+    corpus, tok = builtin
+    expected = build_pretraining_dataset(corpus.train, tok, objective, max_length, seed, format)
+    got = ts.pretraining_examples(builtin_store, tok, objective, max_length, seed, format)
+    assert len(got) == len(expected) > 1000
+    assert got[0] == expected[0] and got[-1] == expected[-1]
+    assert list(got) == list(expected)
+    assert got.counts == expected.counts and got.skipped == getattr(expected, "skipped", 0)
+    label = {"mlm+nsp": "next_sentence_label", "mlm+sop": "sentence_order_label"}.get(objective)
+    if label is not None:  # both classes, about half each (BERT's and ALBERT's 50%)
+        share = sum(e[label] for e in got) / len(got)
+        assert 0.4 < share < 0.6, share
+    else:
+        assert not any("next_sentence_label" in e for e in got[:100])
+
+
+def test_store_pairs_keep_56_bytes_an_example_not_the_tokens(builtin, builtin_store):
+    corpus, tok = builtin
+    pairs = ts.pretraining_examples(builtin_store, tok, "mlm+nsp", 128)
+    assert isinstance(pairs, ts.StorePairs)
+    assert pairs.spans.nbytes == 56 * len(pairs)
+    assert pairs.spans.dtype == np.int64 and pairs.spans.shape == (len(pairs), 7)
+
+
+MASKINGS = {
+    "whole-word": {"whole_word": True},
+    "3-gram": {"whole_word": True, "max_ngram": 3},
+    "30%-all-mask": {"mlm_probability": 0.3, "mask_replace_prob": 1.0, "random_replace_prob": 0.0},
+}
+
+
+@pytest.mark.parametrize("objective", ["mlm+sop", "mlm"])
+def test_masking_rates_are_the_same_from_both_paths(builtin, builtin_store, objective):
+    """The collator masks store examples exactly as list examples: the same batches, the same
+    share of masked tokens (whole words and n-grams read the word ids the store renumbers)."""
+    from course_lib.data import PretrainingCollator
+    from course_lib.objectives import MaskingConfig
+
+    corpus, tok = builtin
+    expected = build_pretraining_dataset(corpus.train, tok, objective, 64, seed=0)
+    got = ts.pretraining_examples(builtin_store, tok, objective, 64, seed=0)
+    for name, masking in MASKINGS.items():
+        config = MaskingConfig(**masking)
+        ours = PretrainingCollator(tok, config, seed=5)
+        theirs = PretrainingCollator(tok, config, seed=5)
+        selected = tokens = 0
+        for start in range(0, 512, 64):
+            a, b = ours(got[start : start + 64]), theirs(expected[start : start + 64])
+            assert a.keys() == b.keys()
+            for key in a:
+                assert torch.equal(a[key], b[key]), (name, key)
+            selected += int((b["labels"] != -100).sum())
+            tokens += int(b["attention_mask"].sum())  # specials included: a share a bit low
+        assert abs(selected / tokens - config.mlm_probability) < 0.05, (name, selected / tokens)
+
+
 def _awkward_documents() -> list[Document]:
     """Empty documents and sentences, a sentence longer than a block, one-sentence documents."""
     long = " ".join(f"word{i}" for i in range(90))
@@ -98,6 +174,26 @@ def test_awkward_documents_give_the_same_examples(tmp_path, family, max_length):
         got = ts.packed_sentences(store, tok, max_length, cross)
         assert list(got) == list(expected), fmt
         assert got.counts == expected.counts and got.counts["split_sentences"] >= 1
+    for objective, fmt in (("mlm+nsp", None), ("mlm+nsp", "sentence-pair"), ("mlm+sop", None)):
+        for seed, truncation in ((0, "junction"), (1, "random")):
+            with pytest.warns(UserWarning, match="skipped 3 document"):  # < 2 sentences
+                expected = build_pretraining_dataset(docs, tok, objective, max_length, seed, fmt)
+            with pytest.warns(UserWarning, match="skipped 3 document"):
+                got = ts.pretraining_examples(store, tok, objective, max_length, seed, fmt)
+            assert list(got) == list(expected), (objective, fmt, seed)
+            assert got.counts == expected.counts and got.skipped == expected.skipped == 3
+            task = "SOP" if objective == "mlm+sop" else "NSP" if fmt is None else fmt
+            ours = ts.sentence_pairs(store, tok, task, max_length, seed, 0.5, truncation)
+            theirs = (
+                (pairs.make_sop_examples if task == "SOP" else pairs.make_nsp_examples)(
+                    docs, tok, max_length, seed, 0.5, truncation
+                )
+                if task != "sentence-pair"
+                else (
+                    pairs.make_format_examples(docs, tok, max_length, task, seed, 0.5, truncation)
+                )
+            )
+            assert list(ours) == list(theirs) and ours.counts == theirs.counts
 
 
 def test_a_second_open_reuses_the_store_and_another_tokenizer_gets_its_own(tmp_path, monkeypatch):

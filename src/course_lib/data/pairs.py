@@ -194,7 +194,9 @@ def _budget(tokenizer: CourseTokenizer, max_length: int, pair: bool) -> int:
     return max_length - n_special
 
 
-def _multi_sentence_docs(lengths: list[list[int]], task: str) -> tuple[list[int], int]:
+def _multi_sentence_docs(
+    lengths: list[list[int]], task: str, stacklevel: int = 1
+) -> tuple[list[int], int]:
     """The documents with >= 2 sentences (pairs need two), by index; warn with the count of
     others."""
     kept = [d for d, sentences in enumerate(lengths) if len(sentences) >= 2]
@@ -207,7 +209,8 @@ def _multi_sentence_docs(lengths: list[list[int]], task: str) -> tuple[list[int]
         )
     if skipped:
         warnings.warn(
-            f"{task}: skipped {skipped} document(s) with fewer than two sentences.", stacklevel=4
+            f"{task}: skipped {skipped} document(s) with fewer than two sentences.",
+            stacklevel=stacklevel + 1,
         )
     return kept, skipped
 
@@ -294,14 +297,16 @@ def plan_pairs(
     seed: int = 0,
     short_seq_prob: float = 0.1,
     truncation: str = "junction",
+    stacklevel: int = 1,
 ) -> tuple[list[tuple[Span, Span, int]], int, dict[str, int]]:
     """The pairs of `task` ("NSP", "SOP", "sentence-pair") over documents whose non-empty
     sentences have `lengths` tokens, cut to `budget` text tokens: ([(A, B, label)] in random
     order, documents skipped for having < 2 sentences, counts). One seeded draw, in the order
-    BERT's and ALBERT's scripts make it."""
+    BERT's and ALBERT's scripts make it. `stacklevel`: whose line the warning about skipped
+    documents names (1: plan_pairs' caller, as `warnings.warn`'s, counted from here)."""
     _check_truncation(truncation)
     label_name, other = PAIR_TASKS[task]
-    docs, skipped = _multi_sentence_docs(lengths, task)
+    docs, skipped = _multi_sentence_docs(lengths, task, stacklevel + 1)
     if other is not None:
         _require_two_documents(docs, task, *other)
     rng = random.Random(seed)
@@ -385,7 +390,9 @@ def _pair_examples(
     budget = _budget(tokenizer, max_length, pair=True)
     tokenized, empty = tokenize_documents(documents, tokenizer)
     lengths = [[len(ids) for ids, _ in doc] for doc in tokenized]
-    pairs, skipped, counts = plan_pairs(task, lengths, budget, seed, short_seq_prob, truncation)
+    pairs, skipped, counts = plan_pairs(
+        task, lengths, budget, seed, short_seq_prob, truncation, stacklevel=3
+    )  # the warning names the line that called make_nsp_examples (or make_sop_examples)
     label = PAIR_TASKS[task][0]
     examples = [
         _example(tokenizer, _segment(tokenized, a), _segment(tokenized, b), **{label: y})
@@ -536,6 +543,36 @@ def make_mlm_examples(
     return Examples(examples, counts={"empty_sentences": empty})
 
 
+def pretraining_format(objective: str, format: str | None = None) -> str:
+    """The input format an objective's examples take: "sop" for "mlm+sop", a pair format for
+    "mlm+nsp" ("segment-pair" unless "sentence-pair"), else `format` or "full-sentences" (or
+    "blocks"); ValueError (one line) for a format the objective cannot use."""
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective={objective!r} is unknown; use one of {OBJECTIVES}.")
+    if objective == "mlm+sop":
+        if format not in (None, "sop"):
+            raise ValueError(f"objective='mlm+sop' builds its own pairs; drop format={format!r}.")
+        return "sop"
+    if objective == "mlm+nsp":
+        format = format or "segment-pair"
+        if format not in ("segment-pair", "sentence-pair"):
+            raise ValueError(
+                f"objective='mlm+nsp' needs a pair format, not {format!r}; use 'segment-pair' "
+                "or 'sentence-pair' (or objective='mlm' for packed formats)."
+            )
+        return format
+    format = format or "full-sentences"
+    if format not in (*FORMATS, "blocks"):
+        raise ValueError(f"format={format!r} is unknown; use one of {FORMATS}.")
+    return format
+
+
+def pair_short_seq_prob(objective: str, format: str) -> float:
+    """BERT's 10% of shorter targets for its own pairs (NSP's segment-pair, SOP); none for
+    sentence-pair or a pair format read by MLM alone (as `make_format_examples`' default)."""
+    return 0.1 if format == "sop" or (objective, format) == ("mlm+nsp", "segment-pair") else 0.0
+
+
 def build_pretraining_dataset(
     corpus_documents: Sequence[Document] | Sequence[Sequence[str]],
     tokenizer: CourseTokenizer,
@@ -546,26 +583,16 @@ def build_pretraining_dataset(
 ) -> Examples:
     """Examples for an objective: "mlm" (default format full-sentences, as RoBERTa),
     "mlm+nsp" (segment-pair, as BERT; or sentence-pair) or "mlm+sop" (as ALBERT); "rtd"
-    (ELECTRA) reads the same examples as "mlm"."""
-    if objective not in OBJECTIVES:
-        raise ValueError(f"objective={objective!r} is unknown; use one of {OBJECTIVES}.")
-    if objective == "mlm+sop":
-        if format not in (None, "sop"):
-            raise ValueError(f"objective='mlm+sop' builds its own pairs; drop format={format!r}.")
+    (ELECTRA) reads the same examples as "mlm". `token_store.pretraining_examples` builds the
+    same examples from a token store."""
+    format = pretraining_format(objective, format)
+    if format == "sop":
         return make_sop_examples(corpus_documents, tokenizer, max_length, seed)
-    if objective == "mlm+nsp":
-        format = format or "segment-pair"
-        if format not in ("segment-pair", "sentence-pair"):
-            raise ValueError(
-                f"objective='mlm+nsp' needs a pair format, not {format!r}; use 'segment-pair' "
-                "or 'sentence-pair' (or objective='mlm' for packed formats)."
-            )
-        short = 0.1 if format == "segment-pair" else 0.0
-        return make_format_examples(corpus_documents, tokenizer, max_length, format, seed, short)
-    format = format or "full-sentences"
     if format == "blocks":
         return make_mlm_examples(corpus_documents, tokenizer, max_length, seed)
-    examples = make_format_examples(corpus_documents, tokenizer, max_length, format, seed)
-    for example in examples:  # MLM alone: a pair format without its NSP label
-        example.pop("next_sentence_label", None)
+    short = pair_short_seq_prob(objective, format)
+    examples = make_format_examples(corpus_documents, tokenizer, max_length, format, seed, short)
+    if objective != "mlm+nsp":
+        for example in examples:  # MLM alone: a pair format without its NSP label
+            example.pop("next_sentence_label", None)
     return examples

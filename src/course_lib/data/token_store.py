@@ -21,9 +21,11 @@ folder whose meta does not match (damaged, or older layout) is rebuilt. It is wr
 temporary name and renamed when complete, so an interrupted encoding (Ctrl-C, a full disk)
 leaves no half store behind.
 
-Examples built from a store equal the list builders' on the same documents (tests compare
-them): `mlm_blocks` = `make_mlm_examples`, `packed_sentences` = the "full-sentences" and
-"doc-sentences" formats (`build_pretraining_dataset(objective="mlm")`).
+Examples built from a store equal the list builders' on the same documents, in the same order
+(tests compare them): `mlm_blocks` = `make_mlm_examples`, `packed_sentences` = the
+"full-sentences" and "doc-sentences" formats, `sentence_pairs` = NSP, SOP and sentence-pair
+(drawn by `pairs.plan_pairs` on the sentence lengths alone), and `pretraining_examples` =
+`build_pretraining_dataset` for every objective and format.
 """
 
 from __future__ import annotations
@@ -413,3 +415,121 @@ def packed_sentences(
     return StoreExamples(
         store, tokenizer, np.frombuffer(ranges, dtype=np.int64).reshape(-1, 2), False, counts
     )
+
+
+class StorePairs(Sequence):
+    """Pair examples (NSP, SOP, sentence-pair) of a store, each built when indexed.
+
+    `spans[i]` holds example i's A and B as stream ranges, with the first sentence of each
+    (where its word numbering starts), and the label: 7 int64, 56 bytes an example. `label`
+    names the label's key (None: no label, a pair format read by MLM alone).
+    """
+
+    def __init__(
+        self,
+        store: TokenStore,
+        tokenizer: CourseTokenizer,
+        spans: np.ndarray,
+        label: str | None,
+        skipped: int = 0,
+        counts: dict[str, int] | None = None,
+    ) -> None:
+        self.store, self.tokenizer, self.spans, self.label = store, tokenizer, spans, label
+        self.skipped = skipped
+        self.counts = dict(counts or {})
+        rows = np.asarray(store.sentences).reshape(-1, 3)
+        self._sentence_starts = rows[:, 0]
+        self._word_base = np.concatenate([[0], np.cumsum(rows[:, 2])]).astype(np.int64)
+
+    def __len__(self) -> int:
+        return int(self.spans.shape[0])
+
+    def _segment(self, row: int, start: int, end: int) -> tuple[list[int], list[int]]:
+        """Tokens [start, end) of one document, words numbered from sentence `row` on (as
+        `concat_segments` numbers the sentences it joins)."""
+        local = np.asarray(self.store.words[start:end], dtype=np.int64)
+        which = np.searchsorted(self._sentence_starts, np.arange(start, end), side="right") - 1
+        words = np.where(local >= 0, local + self._word_base[which] - self._word_base[row], local)
+        return self.store.ids[start:end].tolist(), words.tolist()
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(f"example {i} of {len(self)}")
+        a_row, a_start, a_end, b_row, b_start, b_end, label = (int(x) for x in self.spans[i])
+        a, b = self._segment(a_row, a_start, a_end), self._segment(b_row, b_start, b_end)
+        input_ids, types = self.tokenizer.build_inputs_with_special_tokens(a[0], b[0])
+        word_ids = self.tokenizer.build_word_ids(a[1], b[1])
+        example = {"input_ids": input_ids, "token_type_ids": types, "word_ids": word_ids}
+        if self.label is not None:  # None: a pair format read by MLM alone
+            example[self.label] = label
+        return example
+
+
+def sentence_pairs(
+    store: TokenStore,
+    tokenizer: CourseTokenizer,
+    task: str,
+    max_length: int,
+    seed: int = 0,
+    short_seq_prob: float | None = None,
+    truncation: str = "junction",
+) -> StorePairs:
+    """`make_nsp_examples` ("NSP"), `make_sop_examples` ("SOP") or the "sentence-pair" format
+    from a store: the same draw (`pairs.plan_pairs`, on the sentence lengths the store keeps),
+    the tokens read from the mapped stream. `short_seq_prob` defaults as the list builders'
+    (0.1 for NSP and SOP, unused by sentence-pair)."""
+    from course_lib.data.pairs import PAIR_TASKS, _budget, plan_pairs
+
+    budget = _budget(tokenizer, max_length, pair=True)
+    if short_seq_prob is None:
+        short_seq_prob = 0.0 if task == "sentence-pair" else 0.1
+    rows = np.asarray(store.sentences).reshape(-1, 3)
+    documents = np.asarray(store.documents)
+    # Sentence lengths per document: Python ints, small ones shared (~8 bytes a sentence).
+    lengths = [rows[documents[d] : documents[d + 1], 1].tolist() for d in range(store.n_documents)]
+    pairs, skipped, counts = plan_pairs(
+        task, lengths, budget, seed, short_seq_prob, truncation, stacklevel=2
+    )
+    del lengths
+    flat = np.asarray([(*a, *b, y) for a, b, y in pairs], dtype=np.int64).reshape(-1, 11)
+    del pairs
+    spans = np.empty((flat.shape[0], 7), dtype=np.int64)
+    for side, col in ((0, 0), (5, 3)):  # A in columns 0-2, B in 3-5
+        doc, first, end, front, back = (flat[:, side + j] for j in range(5))
+        first_row = documents[doc] + first
+        last_row = documents[doc] + end - 1
+        spans[:, col] = first_row
+        spans[:, col + 1] = rows[first_row, 0] + front
+        spans[:, col + 2] = rows[last_row, 0] + rows[last_row, 1] - back
+    spans[:, 6] = flat[:, 10]
+    counts["empty_sentences"] = int(store.meta.get("empty_sentences", 0))
+    return StorePairs(store, tokenizer, spans, PAIR_TASKS[task][0], skipped, counts)
+
+
+def pretraining_examples(
+    store: TokenStore,
+    tokenizer: CourseTokenizer,
+    objective: str = "mlm",
+    max_length: int = 128,
+    seed: int = 0,
+    format: str | None = None,
+) -> StoreExamples | StorePairs:
+    """`build_pretraining_dataset` from a store: the same examples in the same order, for every
+    objective and format (MLM blocks, packed sentences, NSP, SOP, sentence pairs)."""
+    from course_lib.data.pairs import pair_short_seq_prob, pretraining_format
+
+    format = pretraining_format(objective, format)
+    if format == "blocks":
+        return mlm_blocks(store, tokenizer, max_length)
+    if format in ("full-sentences", "doc-sentences"):
+        return packed_sentences(store, tokenizer, max_length, format == "full-sentences")
+    task = {"sop": "SOP", "segment-pair": "NSP", "sentence-pair": "sentence-pair"}[format]
+    short = pair_short_seq_prob(objective, format)
+    pairs = sentence_pairs(store, tokenizer, task, max_length, seed, short)
+    if objective not in ("mlm+nsp", "mlm+sop"):
+        pairs.label = None  # MLM alone: a pair format without its NSP label
+    return pairs

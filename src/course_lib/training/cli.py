@@ -951,15 +951,11 @@ def _held_out(
     validation token store (the run's, or built once next to the checkpoint)."""
     from course_lib.data import build_pretraining_dataset
     from course_lib.data.corpus import StreamCorpus
-    from course_lib.data.token_store import open_or_build, packed_sentences
-    from course_lib.training.recipes import STORE_OBJECTIVES
+    from course_lib.data.token_store import open_or_build, pretraining_examples
 
     if not isinstance(corpus, StreamCorpus):
         return build_pretraining_dataset(corpus.validation, tokenizer, objective, max_length, seed)
     corpus.scan(store_dir)
-    if objective not in STORE_OBJECTIVES:
-        documents = list(corpus.documents("validation"))
-        return build_pretraining_dataset(documents, tokenizer, objective, max_length, seed)
     store = open_or_build(
         store_dir,
         corpus.documents("validation"),
@@ -967,7 +963,7 @@ def _held_out(
         name="validation",
         documents_fp=f"{corpus.split_key()}:validation",
     )
-    return packed_sentences(store, tokenizer, max_length)
+    return pretraining_examples(store, tokenizer, objective, max_length, seed)
 
 
 def cmd_detect(args: argparse.Namespace) -> int:

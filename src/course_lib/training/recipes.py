@@ -415,11 +415,6 @@ def prepare_run(
     )
 
 
-# Objectives whose examples come from token stores on the fly; NSP/SOP pairs (drawn across
-# documents) still come from the list builders, with the corpus in memory.
-STORE_OBJECTIVES = ("mlm", "rtd")
-
-
 def corpus_tokenizer(
     corpus: StreamCorpus,
     tokenizer_family: str,
@@ -474,30 +469,17 @@ def stream_examples(
 ) -> tuple[Any, Any, Any, tuple]:
     """(tokenizer, train, held-out, stores) of a streamed corpus: split scanned once, each
     split encoded once into a token store under `store_dir` (reused when it exists: a second
-    run, --resume, course evaluate, every torchrun process), examples in the "full-sentences"
-    format built from the stores on the fly. `progress`: a bar with MB/s while encoding (else
-    `log` lines every 2 s)."""
-    from course_lib.data import build_pretraining_dataset
-    from course_lib.data.token_store import open_or_build, packed_sentences
+    run, --resume, course evaluate, every torchrun process), the objective's examples built
+    from the stores on the fly (`token_store.pretraining_examples`: packed sentences for MLM
+    and RTD, NSP or SOP pairs; the same examples as the list builders'). `progress`: a bar with
+    MB/s while encoding (else `log` lines every 2 s)."""
+    from course_lib.data.token_store import open_or_build, pretraining_examples
 
     store_dir = Path(store_dir)
     key = corpus.split_key()
     corpus.scan(store_dir, key)
     if tokenizer is None:
         tokenizer = corpus_tokenizer(corpus, tokenizer_family, recipe.vocab_size, store_dir, log)
-    if objective not in STORE_OBJECTIVES:
-        if log is not None:
-            log(
-                f"{objective} draws sentence pairs across documents: its examples are built in "
-                "memory (about 55 MB per MB of text), not from a token store"
-            )
-        train, held_out = (
-            build_pretraining_dataset(
-                list(corpus.documents(split)), tokenizer, objective, recipe.max_length, seed
-            )
-            for split in ("train", "validation")
-        )
-        return tokenizer, train, held_out, ()
     stores = []
     for split in ("train", "validation"):
         bar = _EncodingBar(split, corpus, progress)
@@ -514,7 +496,9 @@ def stream_examples(
         finally:
             bar.close()
         stores.append(store)
-    train, held_out = (packed_sentences(s, tokenizer, recipe.max_length) for s in stores)
+    train, held_out = (
+        pretraining_examples(s, tokenizer, objective, recipe.max_length, seed) for s in stores
+    )
     return tokenizer, train, held_out, tuple(stores)
 
 
