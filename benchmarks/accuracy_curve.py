@@ -11,9 +11,10 @@ prints the curve, the fill-mask hit rate on held-out sentences, and the two triv
     python benchmarks/accuracy_curve.py --corpus-fraction 0.25   # a quarter of the documents
     python benchmarks/accuracy_curve.py --short-first 17:0.5     # curriculum: half-length first
     python benchmarks/accuracy_curve.py --resegment 4            # the text cut 4 ways (blocks)
+    python benchmarks/accuracy_curve.py --token-store            # examples read from a token store
 
 Every run also writes benchmarks/results/accuracy_curve_<recipe>[_<N>steps or _<M>min]
-[_corpus<F>][_short<L>for<F>][_blocks<K>][_seed<S>].json (machine, torch version, threads, date,
+[_corpus<F>][_short<L>for<F>][_blocks<K>][_store][_seed<S>].json (machine, torch version, threads, date,
 command, recipe, every evaluation row, baselines, fill-mask rows): the numbers in
 benchmarks/README.md cite these files. `--out DIR` writes elsewhere. A run stopped before its
 budget (Ctrl-C) writes none.
@@ -45,6 +46,25 @@ from course_lib.training.recipes import get_recipe, prepare_run
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from results_file import provenance, slug, write_results  # noqa: E402
+
+
+def store_examples(run, max_length: int, seed: int) -> tuple:
+    """The run's train and held-out examples read from token stores of its documents (the path
+    of a file corpus), each store encoded into a temporary folder that lives as long as the run."""
+    import atexit
+    import shutil
+    import tempfile
+
+    from course_lib.data.token_store import open_or_build, pretraining_examples
+
+    folder = tempfile.mkdtemp(prefix="accuracy-curve-stores-")
+    atexit.register(shutil.rmtree, folder, True)
+    return tuple(
+        pretraining_examples(
+            open_or_build(folder, docs, run.tokenizer, name), run.tokenizer, "mlm", max_length, seed
+        )
+        for name, docs in (("train", run.corpus.train), ("validation", run.corpus.validation))
+    )
 
 
 def baselines(run) -> tuple[float, float]:
@@ -189,6 +209,12 @@ def main() -> None:
         "sentences (K=1: blocks, one cut); the held-out set is unchanged",
     )
     p.add_argument(
+        "--token-store",
+        action="store_true",
+        help="read the train and held-out examples from token stores (in a temporary folder), "
+        "as `course pretrain --corpus FILE` does, instead of the in-memory lists",
+    )
+    p.add_argument(
         "--set",
         nargs="*",
         default=[],
@@ -219,6 +245,8 @@ def main() -> None:
         keep = round(args.corpus_fraction * len(corpus.train))
         corpus.train = random.Random(0).sample(corpus.train, keep)
     run = prepare_run(recipe, "bert", "mlm", corpus, seed=args.seed)
+    if args.token_store:
+        run.train, run.held_out = store_examples(run, recipe.max_length, args.seed)
     if args.resegment:
         # Only the training examples change; the held-out set keeps the recipe's format.
         run.train = resegmented(run.corpus.train, run.tokenizer, recipe.max_length, args.resegment)
@@ -302,6 +330,8 @@ def main() -> None:
         name += "_short" + args.short_first.replace(":", "for")
     if args.resegment:
         name += f"_blocks{args.resegment}"
+    if args.token_store:
+        name += "_store"
     if args.seed:
         name += f"_seed{args.seed}"
     evals = [
@@ -338,6 +368,7 @@ def main() -> None:
                 "short_first": args.short_first,
                 "short_batches": getattr(collator, "short_batches", 0),
                 "resegment": args.resegment,
+                "token_store": args.token_store,
                 "mean_train_tokens": sum(len(e["input_ids"]) for e in run.train) / len(run.train),
             },
             "precision": trainer.precision,

@@ -162,6 +162,7 @@ def test_pretrain_prints_the_store_and_every_later_use_reuses_it(
 ):
     code, out, err = _pretrain(capsys, jsonl_corpus, tmp_path / "a", "--steps", "2")
     assert code == 0, err
+    assert "training a 8000-entry wordpiece tokenizer on corpus" in out
     store_dir = tmp_path / "a" / "token-store"
     lines = [line for line in out.splitlines() if line.startswith("token store")]
     assert len(lines) == 2 and all(
@@ -186,6 +187,9 @@ def test_pretrain_prints_the_store_and_every_later_use_reuses_it(
     )
     assert code == 0, err
     assert not (tmp_path / "b" / "token-store").exists()
+    # the tokenizer is read, and said to be: no "training a ... tokenizer" line
+    assert "training a" not in out and "trained by an earlier run: " in out
+    assert str(next(store_dir.glob("tokenizer-*.json"))) in out
 
 
 def test_ctrl_c_while_encoding_leaves_no_half_store(capsys, tmp_path, jsonl_corpus, monkeypatch):

@@ -667,22 +667,28 @@ def _prepare_run(plan: _Plan, corpus: Any, main: bool) -> Any:
     """Tokenizer (the checkpoint's when resuming: the ids must not change), model and examples."""
     from course_lib.data.corpus import StreamCorpus
     from course_lib.training import distributed
-    from course_lib.training.recipes import prepare_run
+    from course_lib.training.recipes import prepare_run, tokenizer_path
 
     tokenizer = None
+    streamed = isinstance(corpus, StreamCorpus)
+    vocab_size = plan.recipe.vocab_size
+    what = f"{vocab_size}-entry {plan.family.tokenizer} tokenizer"
     if plan.resume_dir is not None:
         tokenizer = _checkpoint_tokenizer(plan.resume_dir, plan.state)
+    elif (
+        streamed
+        and plan.store_dir is not None
+        and (
+            cached := tokenizer_path(corpus, plan.family.tokenizer, vocab_size, plan.store_dir)
+        ).is_file()
+    ):  # trained on this corpus by an earlier run: read, not trained again
+        _print(f"the {what} of {corpus.name}, trained by an earlier run: {cached}", main=main)
     else:
-        _print(
-            f"training a {plan.recipe.vocab_size}-entry {plan.family.tokenizer} tokenizer on "
-            f"{corpus.name}",
-            main=main,
-        )
+        _print(f"training a {what} on {corpus.name}", main=main)
 
     def log(line: str) -> None:
         _print(f"  tokenizer: {line}", main=main)
 
-    streamed = isinstance(corpus, StreamCorpus)
     if streamed and not main:
         distributed.barrier()  # rank 0 tokenizes and encodes first; the others open its stores
     with _usage_errors():  # e.g. a family without a sentence head and objective mlm+nsp

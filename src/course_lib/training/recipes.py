@@ -415,6 +415,19 @@ def prepare_run(
     )
 
 
+def tokenizer_path(
+    corpus: StreamCorpus, tokenizer_family: str, vocab_size: int, store_dir: str | Path
+) -> Path:
+    """Where `corpus_tokenizer` keeps the tokenizer of a streamed corpus (a scanned one): keyed by
+    corpus, family, size and the training sample's bound, so a later run finds it."""
+    import hashlib
+
+    from course_lib.tokenization.train import MAX_TRAINING_CHARS
+
+    key = f"{corpus.split_key()}:{tokenizer_family}:{vocab_size}:{MAX_TRAINING_CHARS}"
+    return Path(store_dir) / f"tokenizer-{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
+
+
 def corpus_tokenizer(
     corpus: StreamCorpus,
     tokenizer_family: str,
@@ -425,13 +438,10 @@ def corpus_tokenizer(
     """The tokenizer of a streamed corpus: trained as `train_tokenizer` trains it on the train
     texts (the same seeded sample beyond 10M characters, read in one pass), saved under
     `store_dir` keyed by corpus, family and size, and loaded from there by the next run."""
-    import hashlib
-
     from course_lib.tokenization import CourseTokenizer, train_tokenizer
     from course_lib.tokenization.train import MAX_TRAINING_CHARS
 
-    key = f"{corpus.split_key()}:{tokenizer_family}:{vocab_size}:{MAX_TRAINING_CHARS}"
-    path = Path(store_dir) / f"tokenizer-{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
+    path = tokenizer_path(corpus, tokenizer_family, vocab_size, store_dir)
     if path.is_file():
         try:
             return CourseTokenizer.load(path, tokenizer_family)
