@@ -192,6 +192,24 @@ def test_pretrain_prints_the_store_and_every_later_use_reuses_it(
     assert str(next(store_dir.glob("tokenizer-*.json"))) in out
 
 
+def test_sop_pretraining_and_its_evaluation_read_the_stores(
+    capsys, tmp_path, jsonl_corpus, monkeypatch
+):
+    """ALBERT's mlm+sop on a file corpus: trained from the stores, evaluated from the same ones
+    (nothing encoded again), the SOP accuracy reported."""
+    argv = ["pretrain", "--family", "albert", "--preset", "tiny", "--objective", "mlm+sop"]
+    argv += ["--corpus", str(jsonl_corpus), "--output-dir", str(tmp_path / "run"), "--steps", "2"]
+    argv += ["--batch-size", "4", "--precision", "fp32", "--no-progress", "--samples", "0"]
+    assert main(argv) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert out.count("token store (") == 2
+    monkeypatch.setattr(token_store_module, "build_store", _no_build)
+    code = main(["evaluate", str(tmp_path / "run" / "checkpoint"), "--samples", "0"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "held-out examples" in out and "sop" in out.lower()
+
+
 def test_ctrl_c_while_encoding_leaves_no_half_store(capsys, tmp_path, jsonl_corpus, monkeypatch):
     from course_lib.tokenization.tokenizer import CourseTokenizer
 

@@ -263,3 +263,19 @@ def test_an_incomplete_store_is_refused_in_one_line(tmp_path):
     (tmp_path / "s").mkdir()
     with pytest.raises(ValueError, match="token store .* is incomplete or damaged"):
         ts.TokenStore.open(tmp_path / "s")
+
+
+@pytest.mark.parametrize("family", ["bert", "roberta", "albert"])
+def test_a_saved_and_loaded_tokenizer_finds_the_store_of_the_trained_one(tmp_path, family):
+    """`course evaluate` opens the store with the checkpoint's copy of the tokenizer: its
+    fingerprint must be the trained one's (a trained Unigram serializes differently)."""
+    from course_lib.tokenization import CourseTokenizer
+
+    docs = _awkward_documents()
+    tok = train_tokenizer(family, [" ".join(d.sentences) for d in docs] * 3, 300)
+    tok.save(tmp_path / "tokenizer.json")
+    loaded = CourseTokenizer.load(tmp_path / "tokenizer.json", tok.family)
+    assert ts.tokenizer_fingerprint(loaded) == ts.tokenizer_fingerprint(tok)
+    first = ts.open_or_build(tmp_path / "stores", docs, tok)
+    assert ts.open_or_build(tmp_path / "stores", docs, loaded).path == first.path
+    assert len(list((tmp_path / "stores").iterdir())) == 1

@@ -66,8 +66,13 @@ def documents_fingerprint(documents: Sequence[Document] | Sequence[Sequence[str]
 
 
 def tokenizer_fingerprint(tokenizer: CourseTokenizer) -> str:
-    """sha256 of the tokenizer's full definition (its tokenizer.json) and family."""
-    text = tokenizer.backend.to_str() + "\x00" + tokenizer.family
+    """sha256 of the tokenizer's full definition (its tokenizer.json) and family, as saved and
+    loaded again: a freshly trained Unigram serializes a field its reloaded copy does not, and
+    `course evaluate` (the checkpoint's copy) must find the store training wrote."""
+    from tokenizers import Tokenizer
+
+    canonical = Tokenizer.from_str(tokenizer.backend.to_str()).to_str()
+    text = canonical + "\x00" + tokenizer.family
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
