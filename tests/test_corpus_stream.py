@@ -89,6 +89,37 @@ def test_tokenizer_sample_is_sample_texts_of_the_train_texts(jsonl_corpus, max_c
     assert (n_texts, total) == (len(texts), sum(map(len, texts)))
 
 
+def test_long_passes_show_progress_only_when_asked(jsonl_corpus, capsys, monkeypatch):
+    """The scan and the tokenizer's sample read draw character bars (to stderr) with progress=True
+    and nothing without; the tokenizers trainer is asked for its own bars too."""
+    from tokenizers import trainers
+
+    from course_lib.tokenization import train as train_module
+
+    with pytest.warns(UserWarning):
+        StreamCorpus(jsonl_corpus).scan()
+    assert capsys.readouterr().err == ""
+    with pytest.warns(UserWarning):
+        stream = StreamCorpus(jsonl_corpus).scan(progress=True)
+    err = capsys.readouterr().err
+    assert f"scanning {jsonl_corpus.name}" in err and "char" in err
+    total = int(stream.lengths[~stream.is_validation].sum())
+    sample, _, _ = stream.tokenizer_sample(total // 3, progress=True)
+    err = capsys.readouterr().err
+    assert "reading the tokenizer's sample" in err and "100%" in err
+    asked = []
+
+    def spy(*args, **kwargs):
+        asked.append(kwargs["show_progress"])
+        return real(*args, **kwargs)
+
+    real = trainers.BpeTrainer
+    monkeypatch.setattr(train_module.trainers, "BpeTrainer", spy)
+    train_module.train_tokenizer("bert", sample, 200, progress=True)
+    train_module.train_tokenizer("bert", sample, 200)
+    assert asked == [True, False]
+
+
 def test_the_scan_is_cached_by_fingerprint(jsonl_corpus, tmp_path, monkeypatch):
     with pytest.warns(UserWarning):
         first = StreamCorpus(jsonl_corpus).scan(tmp_path)

@@ -11,6 +11,7 @@ cached by `course_lib.data.builtin_corpus`, cleaned by `course_lib.data.rst_pros
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -567,9 +568,13 @@ class StreamCorpus:
         return hashlib.sha256(text.encode()).hexdigest()
 
     def scan(
-        self, cache_dir: str | os.PathLike[str] | None = None, key: str | None = None
+        self,
+        cache_dir: str | os.PathLike[str] | None = None,
+        key: str | None = None,
+        progress: bool = False,
     ) -> StreamCorpus:
-        """Rank every document once (the split) and note its length; cached in `cache_dir`."""
+        """Rank every document once (the split) and note its length; cached in `cache_dir`.
+        `progress`: a bar of the characters read (a large corpus takes a while)."""
         if self.is_validation is not None:
             return self
         cache = None
@@ -586,11 +591,14 @@ class StreamCorpus:
                 except (OSError, ValueError, KeyError):
                     pass  # damaged: scan again
         ranks, lengths, empty = [], [], [0]
-        for doc in self.iter_all(empty):
-            digest = hashlib.sha256(f"{self.seed}\x00{doc.title}\x00{doc.sentences[0]}".encode())
-            # the first 8 bytes of the digest order documents as its hex string does
-            ranks.append(int.from_bytes(digest.digest()[:8], "big"))
-            lengths.append(len(doc.text))
+        with _characters_bar(f"scanning {self.name}", None, progress) as bar:
+            for doc in self.iter_all(empty):
+                head = f"{self.seed}\x00{doc.title}\x00{doc.sentences[0]}"
+                digest = hashlib.sha256(head.encode())
+                # the first 8 bytes of the digest order documents as its hex string does
+                ranks.append(int.from_bytes(digest.digest()[:8], "big"))
+                lengths.append(len(doc.text))
+                bar.update(lengths[-1])
         self.empty_documents = empty[0]
         rank = np.asarray(ranks, dtype=np.uint64)
         del ranks
@@ -623,10 +631,12 @@ class StreamCorpus:
                 f"Skipped {self.empty_documents} empty document(s) in {self.root}.", stacklevel=3
             )
 
-    def tokenizer_sample(self, max_chars: int | None, seed: int = 0) -> tuple[list[str], int, int]:
+    def tokenizer_sample(
+        self, max_chars: int | None, seed: int = 0, progress: bool = False
+    ) -> tuple[list[str], int, int]:
         """`sample_texts(list(self.texts("train")), max_chars, seed)` without the list: the same
         texts, chosen from the scanned lengths and read in one pass. Returns the sample, the
-        number of train texts and their characters."""
+        number of train texts and their characters. `progress`: a bar of the pass."""
         if self.lengths is None:
             raise RuntimeError("call scan() first")
         lengths = self.lengths[~self._mask()]
@@ -651,13 +661,36 @@ class StreamCorpus:
             if left <= 0:
                 break
         out: list[str] = []
-        for j, text in enumerate(self.texts("train")):
-            if j not in room:
-                continue
-            keep = room[j]
-            if keep is not None:
-                space = text.rfind(" ", 0, keep)
-                text = text[: space if space > 0 else keep]
-            if text.strip():
-                out.append(text)
+        with _characters_bar("reading the tokenizer's sample", total, progress) as bar:
+            for j, text in enumerate(self.texts("train")):
+                bar.update(len(text))
+                if j not in room:
+                    continue
+                keep = room[j]
+                if keep is not None:
+                    space = text.rfind(" ", 0, keep)
+                    text = text[: space if space > 0 else keep]
+                if text.strip():
+                    out.append(text)
         return out, len(lengths), total
+
+
+class _NoBar:
+    def update(self, n: int) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def _characters_bar(desc: str, total: int | None, enabled: bool) -> Iterator[Any]:
+    """A tqdm bar counting characters (M chars and their rate per second), or one that shows
+    nothing; closed on the way out, Ctrl-C included."""
+    if not enabled:
+        yield _NoBar()
+        return
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=total, desc=desc, unit="char", unit_scale=True, unit_divisor=1000)
+    try:
+        yield bar
+    finally:
+        bar.close()

@@ -146,6 +146,7 @@ def _train_wordpiece(
     min_frequency: int,
     limit: int | None = None,
     log: Callable[[str], None] | None = None,
+    progress: bool = False,
 ) -> Tokenizer:
     """WordPiece vocabulary by BPE merges, as `tokenizers.WordPieceTrainer` does internally.
 
@@ -185,7 +186,7 @@ def _train_wordpiece(
         vocab_size=vocab_size,
         special_tokens=list(sp.order),
         min_frequency=min_frequency,
-        show_progress=False,
+        show_progress=progress,
     )
     bpe.train_from_iterator(marked, trainer)
 
@@ -200,7 +201,9 @@ def _train_wordpiece(
     return tok
 
 
-def _train_bpe(texts: list[str], vocab_size: int, lowercase: bool, min_frequency: int) -> Tokenizer:
+def _train_bpe(
+    texts: list[str], vocab_size: int, lowercase: bool, min_frequency: int, progress: bool = False
+) -> Tokenizer:
     """Byte-level BPE (GPT-2/RoBERTa): any string is bytes, so there is never an unknown."""
     tok = _empty_tokenizer("bpe", models.BPE(), lowercase)
     trainer = trainers.BpeTrainer(
@@ -208,7 +211,7 @@ def _train_bpe(texts: list[str], vocab_size: int, lowercase: bool, min_frequency
         special_tokens=special_added_tokens("bpe"),
         min_frequency=min_frequency,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
+        show_progress=progress,
     )
     tok.train_from_iterator(texts, trainer)
     return tok
@@ -220,6 +223,7 @@ def _train_unigram(
     lowercase: bool,
     limit: int | None = None,
     log: Callable[[str], None] | None = None,
+    progress: bool = False,
 ) -> Tokenizer:
     """SentencePiece-style Unigram LM, with ids re-ordered deterministically.
 
@@ -235,7 +239,10 @@ def _train_unigram(
     sp = SPECIALS["unigram"]
     tok = _empty_tokenizer("unigram", models.Unigram(), lowercase)
     trainer = trainers.UnigramTrainer(
-        vocab_size=vocab_size, special_tokens=list(sp.order), unk_token=sp.unk, show_progress=False
+        vocab_size=vocab_size,
+        special_tokens=list(sp.order),
+        unk_token=sp.unk,
+        show_progress=progress,
     )
     inputs = texts
     chars = Counter(c for doc in _words(tok, texts) for w in doc for c in w)
@@ -274,6 +281,7 @@ def train_tokenizer(
     max_chars: int | None = MAX_TRAINING_CHARS,
     seed: int = 0,
     log: Callable[[str], None] | None = None,
+    progress: bool = False,
 ) -> CourseTokenizer:
     """Train a tokenizer of `family` ("wordpiece", "bpe", "unigram" or a model name such as
     "bert", "roberta", "albert", "deberta", "distilbert") with at most `vocab_size` entries.
@@ -288,7 +296,8 @@ def train_tokenizer(
     with more distinct characters than the vocabulary is refused). The rarest characters
     become the unknown token. `max_chars` bounds the text read: beyond it, a sample of whole
     texts drawn with `seed` (`sample_texts`); None reads everything. `log`, if given, receives
-    a line when the text is sampled or the alphabet capped.
+    a line when the text is sampled or the alphabet capped. `progress`: the `tokenizers`
+    trainer's own bars (drawn on a terminal only).
     """
     family = canonical_family(family)
     if lowercase is None:
@@ -331,11 +340,11 @@ def train_tokenizer(
         )
     texts = sample
     if family == "wordpiece":
-        tok = _train_wordpiece(texts, vocab_size, lowercase, min_frequency, limit, log)
+        tok = _train_wordpiece(texts, vocab_size, lowercase, min_frequency, limit, log, progress)
     elif family == "bpe":
-        tok = _train_bpe(texts, vocab_size, lowercase, min_frequency)
+        tok = _train_bpe(texts, vocab_size, lowercase, min_frequency, progress)
     else:
-        tok = _train_unigram(texts, vocab_size, lowercase, limit, log)
+        tok = _train_unigram(texts, vocab_size, lowercase, limit, log, progress)
     size = tok.get_vocab_size(with_added_tokens=True)
     if size > vocab_size:  # WordPiece keeps every character even past the limit
         raise ValueError(

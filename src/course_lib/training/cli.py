@@ -225,10 +225,13 @@ def _corpus_path(spec: str) -> str:
     return spec if spec == "builtin" else os.path.abspath(os.path.expanduser(spec))
 
 
-def _load_corpus(spec: str, saved: bool = False, store_dir: Path | None = None) -> Any:
+def _load_corpus(
+    spec: str, saved: bool = False, store_dir: Path | None = None, progress: bool = False
+) -> Any:
     """The corpus named by --corpus (or, `saved`, by the checkpoint being resumed/evaluated):
     the built-in one in memory, a file corpus as a `StreamCorpus` (read from disk, its split
-    scanned here, cached in `store_dir`; under torchrun by rank 0, the others find the cache)."""
+    scanned here, cached in `store_dir`; under torchrun by rank 0, the others find the cache).
+    `progress`: a bar while the split is scanned."""
     from course_lib.data import load_builtin_corpus
     from course_lib.data.corpus import MissingTextField, StreamCorpus, TooFewDocuments
 
@@ -249,7 +252,7 @@ def _load_corpus(spec: str, saved: bool = False, store_dir: Path | None = None) 
     try:
         corpus = StreamCorpus(path, document_boundary=boundary)
         if os.environ.get("RANK", "0") == "0":
-            corpus.scan(store_dir)
+            corpus.scan(store_dir, progress=progress)
         return corpus
     except TooFewDocuments as err:
         how = {
@@ -485,7 +488,9 @@ def _locked_pretrain(
         args, recipe, family, objective, corpus_spec, output_dir, resume_dir, state, store_dir
     )
     try:
-        return _pretrain(plan, _load_corpus(corpus_spec, corpus_spec != args.corpus, store_dir))
+        saved = corpus_spec != args.corpus
+        corpus = _load_corpus(corpus_spec, saved, store_dir, not args.no_progress)
+        return _pretrain(plan, corpus)
     except BaseException:  # stopped before its first save: leave no folder behind
         _remove_unsaved_stores(output_dir, store_dir)
         raise

@@ -434,10 +434,12 @@ def corpus_tokenizer(
     vocab_size: int,
     store_dir: str | Path,
     log: Callable[[str], None] | None = None,
+    progress: bool = False,
 ) -> Any:
     """The tokenizer of a streamed corpus: trained as `train_tokenizer` trains it on the train
     texts (the same seeded sample beyond 10M characters, read in one pass), saved under
-    `store_dir` keyed by corpus, family and size, and loaded from there by the next run."""
+    `store_dir` keyed by corpus, family and size, and loaded from there by the next run.
+    `progress`: bars while the sample is read and the tokenizer trained."""
     from course_lib.tokenization import CourseTokenizer, train_tokenizer
     from course_lib.tokenization.train import MAX_TRAINING_CHARS
 
@@ -447,13 +449,15 @@ def corpus_tokenizer(
             return CourseTokenizer.load(path, tokenizer_family)
         except Exception:  # damaged (the tokenizers library raises its own errors): train again
             path.unlink()
-    sample, n_texts, total = corpus.tokenizer_sample(MAX_TRAINING_CHARS)
+    sample, n_texts, total = corpus.tokenizer_sample(MAX_TRAINING_CHARS, progress=progress)
     if log is not None and len(sample) < n_texts:
         log(
             f"training on a seeded sample of {len(sample):,} of {n_texts:,} texts "
             f"({sum(map(len, sample)) / 1e6:.1f}M of {total / 1e6:.1f}M characters)"
         )
-    tokenizer = train_tokenizer(tokenizer_family, sample, vocab_size, log=log, max_chars=None)
+    tokenizer = train_tokenizer(
+        tokenizer_family, sample, vocab_size, log=log, max_chars=None, progress=progress
+    )
     del sample
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".tmp-{os.getpid()}-{path.name}")  # .json: save writes one file
@@ -489,7 +493,9 @@ def stream_examples(
     key = corpus.split_key()
     corpus.scan(store_dir, key)
     if tokenizer is None:
-        tokenizer = corpus_tokenizer(corpus, tokenizer_family, recipe.vocab_size, store_dir, log)
+        tokenizer = corpus_tokenizer(
+            corpus, tokenizer_family, recipe.vocab_size, store_dir, log, progress
+        )
     stores = []
     for split in ("train", "validation"):
         bar = _EncodingBar(split, corpus, progress)
