@@ -433,6 +433,7 @@ def _when() -> dict[str, Any]:
 
 
 def _brief(row: dict) -> str:
+    """One line per run for the console."""
     return (
         f"rc {row['rc']}, first step at {row['seconds_to_first_step']} s, peak RSS "
         f"{row['peak_rss_gb']} GB (tree {row['peak_tree_rss_gb']} GB), wall {row['wall_s']} s"
@@ -526,6 +527,7 @@ def encode_rows(sizes: list[int], built: dict[int, dict], args: argparse.Namespa
 
 
 def _last_json(lines: list) -> dict:
+    """The JSON line a measured script printed last on stdout ({} if none)."""
     for _, name, line in reversed(lines):
         if name == "out" and line.startswith("{"):
             return json.loads(line)
