@@ -250,6 +250,10 @@ def test_electra_trains_and_resumes_under_torchrun(tmp_path, corpus_dir):  # noq
     first = torchrun(2)
     assert first.returncode == 0, first.stderr[-2000:]
     assert "2 processes" in first.stdout and first.stdout.count("replaced-token accuracy") == 1
+    # rank 0 encoded the corpus once; rank 1 opened its stores (no second copy, no half one)
+    stores = sorted(p.name.split("-")[0] for p in (out_dir / "token-store").iterdir())
+    assert stores == ["scan", "tokenizer", "train", "validation"], stores
+    assert first.stdout.count("token store (") == 2
     assert read_state(out_dir / "checkpoint")["step"] == 2
     again = torchrun(4, "--resume")
     assert again.returncode == 0, again.stderr[-2000:]
