@@ -120,6 +120,24 @@ def test_long_passes_show_progress_only_when_asked(jsonl_corpus, capsys, monkeyp
     assert asked == [True, False]
 
 
+def test_a_split_skips_the_other_split_unsplit_and_keeps_the_same_documents(tmp_path):
+    """`documents(split)` numbers documents by `text.strip()` without splitting the other
+    split's: the same documents as filtering `iter_all`, exotic whitespace included."""
+    odd = ["\u00a0 \u2028", "\x1c\x1d\x1e\x1f", "\x85\u3000", "a\u00a0b.", " . ", "\t\n\r"]
+    path = tmp_path / "odd.jsonl"
+    with path.open("w") as f:
+        for d in range(80):
+            text = odd[d % len(odd)] if d % 4 == 0 else f"Doc {d} says hello. It ends here."
+            f.write(json.dumps({"text": text}) + "\n")
+    with pytest.warns(UserWarning, match="empty document"):
+        stream = StreamCorpus(path).scan()
+    every = list(stream.iter_all())
+    assert len(every) == len(stream.is_validation) < 80
+    for split, want in (("train", False), ("validation", True)):
+        expected = [d for d, v in zip(every, stream.is_validation, strict=True) if v == want]
+        assert list(stream.documents(split)) == expected
+
+
 def test_the_scan_is_cached_by_fingerprint(jsonl_corpus, tmp_path, monkeypatch):
     with pytest.warns(UserWarning):
         first = StreamCorpus(jsonl_corpus).scan(tmp_path)

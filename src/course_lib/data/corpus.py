@@ -248,6 +248,12 @@ def _not_utf8(path: Path, err: UnicodeDecodeError, line: int | None = None) -> s
 
 
 def _read_jsonl(path: Path, text_field: str, label: str) -> Iterator[Document]:
+    for title, text in _jsonl_records(path, text_field, label):
+        yield document_from_text(title, text)
+
+
+def _jsonl_records(path: Path, text_field: str, label: str) -> Iterator[tuple[str, str]]:
+    """(title, text) of each non-blank line of a JSONL file, not yet split into sentences."""
     with path.open("rb") as handle:
         for lineno, raw in enumerate(handle, start=1):
             try:
@@ -274,7 +280,7 @@ def _read_jsonl(path: Path, text_field: str, label: str) -> Iterator[Document]:
                     text_field,
                     keys,
                 )
-            yield document_from_text(title, text)
+            yield title, text
 
 
 def load_text_corpus(
@@ -491,36 +497,52 @@ class StreamCorpus:
 
     # ----- reading ------------------------------------------------------------------------------
 
-    def iter_all(self, empty: list[int] | None = None) -> Iterator[Document]:
-        """Every non-empty document, in file order (both splits); `empty[0]` counts the rest."""
+    def _records(self) -> Iterator[tuple[str, str]]:
+        """(title, text) of every document, empty ones included, in file order; unsplit."""
         for file in self.files:
             label = str(file.relative_to(self.root)) if self.root.is_dir() else file.name
             if file.suffix == ".jsonl":
-                docs: Iterator[Document] = _read_jsonl(file, self.text_field, label)
+                yield from _jsonl_records(file, self.text_field, label)
             elif self.document_boundary == "file":
-                docs = iter([document_from_text(label, _read_text(file))])
+                yield label, _read_text(file)
             else:
-                docs = (
-                    document_from_text(f"{label}#{i}", b)
-                    for i, b in enumerate(_blank_line_blocks(file))
-                )
-            for doc in docs:
-                if doc.sentences:
-                    yield doc
-                elif empty is not None:
-                    empty[0] += 1
+                for i, block in enumerate(_blank_line_blocks(file)):
+                    yield f"{label}#{i}", block
+
+    def iter_all(self, empty: list[int] | None = None) -> Iterator[Document]:
+        """Every non-empty document, in file order (both splits); `empty[0]` counts the rest."""
+        for title, text in self._records():
+            doc = document_from_text(title, text)
+            if doc.sentences:
+                yield doc
+            elif empty is not None:
+                empty[0] += 1
+
+    def _split_records(self, validation: bool) -> Iterator[tuple[int, str, str]]:
+        """(index within the split, title, text) of one split's documents, unsplit. Only the
+        wanted ones need splitting into sentences: a text has a sentence exactly when it has a
+        character that is not whitespace (`split_sentences` drops whitespace, nothing else),
+        so `text.strip()` numbers the non-empty documents as `iter_all` does."""
+        mask = self._mask()
+        i = j = 0
+        for title, text in self._records():
+            if not text.strip():
+                continue
+            if bool(mask[i]) == validation:
+                yield j, title, text
+                j += 1
+            i += 1
 
     def documents(self, split: str) -> Iterator[Document]:
-        """The documents of "train", "validation" or "all", streamed."""
+        """The documents of "train", "validation" or "all", streamed (the other split's are
+        skipped unsplit: sentence splitting is most of the reading)."""
         if split == "all":
             yield from self.iter_all()
             return
         if split not in ("train", "validation"):
             raise ValueError(f"split={split!r} is unknown; use 'train', 'validation' or 'all'.")
-        mask, want = self._mask(), split == "validation"
-        for i, doc in enumerate(self.iter_all()):
-            if bool(mask[i]) == want:
-                yield doc
+        for _, title, text in self._split_records(split == "validation"):
+            yield document_from_text(title, text)
 
     def texts(self, split: str = "train") -> Iterator[str]:
         """One string per document of a split, streamed."""
@@ -661,17 +683,24 @@ class StreamCorpus:
             if left <= 0:
                 break
         out: list[str] = []
+        read = sampled = 0
         with _characters_bar("reading the tokenizer's sample", total, progress) as bar:
-            for j, text in enumerate(self.texts("train")):
-                bar.update(len(text))
+            for j, title, raw in self._split_records(validation=False):
+                bar.update(int(lengths[j]))
+                read += int(lengths[j])
                 if j not in room:
-                    continue
+                    continue  # not sampled: never split into sentences
+                text = document_from_text(title, raw).text
                 keep = room[j]
                 if keep is not None:
                     space = text.rfind(" ", 0, keep)
                     text = text[: space if space > 0 else keep]
                 if text.strip():
                     out.append(text)
+                sampled += 1
+                if sampled == len(room):  # the last sampled text: the rest is not read
+                    bar.update(total - read)
+                    break
         return out, len(lengths), total
 
 
