@@ -37,6 +37,7 @@ import os
 import shutil
 import tempfile
 import time
+from abc import abstractmethod
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -291,8 +292,41 @@ def _batches(docs: Iterator[list[str]]) -> Iterator[list[list[str]]]:
 # ----- examples on the fly ------------------------------------------------------------------
 
 
-class StoreExamples(Sequence):
-    """Examples of a store as a read-only sequence of dicts, each built when indexed.
+class _OnTheFly(Sequence):
+    """A store's examples as a read-only sequence of dicts, each built when indexed (`_build`);
+    `counts` and `skipped` as the list builders' `Examples` carry them."""
+
+    def __init__(
+        self,
+        store: TokenStore,
+        tokenizer: CourseTokenizer,
+        counts: dict[str, int] | None = None,
+        skipped: int = 0,
+    ) -> None:
+        self.store, self.tokenizer = store, tokenizer
+        self.counts, self.skipped = dict(counts or {}), skipped
+        rows = np.asarray(store.sentences).reshape(-1, 3)
+        self._sentence_starts = rows[:, 0]
+        self._sentence_ends = rows[:, 0] + rows[:, 1]
+        # each sentence's first word, counting the words of every sentence before it
+        self._word_base = np.concatenate([[0], np.cumsum(rows[:, 2])]).astype(np.int64)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(f"example {i} of {len(self)}")
+        return self._build(i)
+
+    @abstractmethod
+    def _build(self, i: int) -> dict[str, Any]:
+        """Example i (0 <= i < len(self)), read from the store."""
+
+
+class StoreExamples(_OnTheFly):
+    """Single-segment examples of a store (MLM blocks, packed sentences).
 
     `ranges[i]` is example i's [start, end) in the stream; only the ranges live in memory
     (16 bytes per example), the tokens stay on disk.
@@ -306,26 +340,13 @@ class StoreExamples(Sequence):
         global_words: bool,
         counts: dict[str, int] | None = None,
     ) -> None:
-        self.store, self.tokenizer, self.ranges = store, tokenizer, ranges
-        self.global_words = global_words
-        self.counts = dict(counts or {})
-        self.skipped = 0
-        rows = np.asarray(store.sentences).reshape(-1, 3)
-        self._sentence_starts = rows[:, 0]
-        self._sentence_ends = rows[:, 0] + rows[:, 1]
-        # make_mlm_examples numbers words across the whole stream: each sentence's first word
-        self._word_base = np.concatenate([[0], np.cumsum(rows[:, 2])]).astype(np.int64)
+        super().__init__(store, tokenizer, counts)
+        self.ranges, self.global_words = ranges, global_words
 
     def __len__(self) -> int:
         return int(self.ranges.shape[0])
 
-    def __getitem__(self, i: Any) -> Any:
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
-        if i < 0:
-            i += len(self)
-        if not 0 <= i < len(self):
-            raise IndexError(f"example {i} of {len(self)}")
+    def _build(self, i: int) -> dict[str, Any]:
         a, e = (int(x) for x in self.ranges[i])
         ids = self.store.ids[a:e].tolist()
         local = np.asarray(self.store.words[a:e], dtype=np.int64)
@@ -337,7 +358,7 @@ class StoreExamples(Sequence):
             inside = (which >= 0) & (positions < self._sentence_ends[safe])
         else:  # a store without sentences: only separators
             inside = np.zeros(len(positions), dtype=bool)
-        if self.global_words:
+        if self.global_words:  # make_mlm_examples numbers words across the whole stream
             words = np.where(local >= 0, local + self._word_base[safe], local)
         else:  # concat_segments over the example's own pieces: numbering starts at 0
             words = self._renumbered(local, np.where(inside, which, -1))
@@ -422,7 +443,7 @@ def packed_sentences(
     )
 
 
-class StorePairs(Sequence):
+class StorePairs(_OnTheFly):
     """Pair examples (NSP, SOP, sentence-pair) of a store, each built when indexed.
 
     `spans[i]` holds example i's A and B as stream ranges, with the first sentence of each
@@ -439,12 +460,8 @@ class StorePairs(Sequence):
         skipped: int = 0,
         counts: dict[str, int] | None = None,
     ) -> None:
-        self.store, self.tokenizer, self.spans, self.label = store, tokenizer, spans, label
-        self.skipped = skipped
-        self.counts = dict(counts or {})
-        rows = np.asarray(store.sentences).reshape(-1, 3)
-        self._sentence_starts = rows[:, 0]
-        self._word_base = np.concatenate([[0], np.cumsum(rows[:, 2])]).astype(np.int64)
+        super().__init__(store, tokenizer, counts, skipped)
+        self.spans, self.label = spans, label
 
     def __len__(self) -> int:
         return int(self.spans.shape[0])
@@ -457,13 +474,7 @@ class StorePairs(Sequence):
         words = np.where(local >= 0, local + self._word_base[which] - self._word_base[row], local)
         return self.store.ids[start:end].tolist(), words.tolist()
 
-    def __getitem__(self, i: Any) -> Any:
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
-        if i < 0:
-            i += len(self)
-        if not 0 <= i < len(self):
-            raise IndexError(f"example {i} of {len(self)}")
+    def _build(self, i: int) -> dict[str, Any]:
         a_row, a_start, a_end, b_row, b_start, b_end, label = (int(x) for x in self.spans[i])
         a, b = self._segment(a_row, a_start, a_end), self._segment(b_row, b_start, b_end)
         input_ids, types = self.tokenizer.build_inputs_with_special_tokens(a[0], b[0])
