@@ -247,11 +247,6 @@ def _not_utf8(path: Path, err: UnicodeDecodeError, line: int | None = None) -> s
     )
 
 
-def _read_jsonl(path: Path, text_field: str, label: str) -> Iterator[Document]:
-    for title, text in _jsonl_records(path, text_field, label):
-        yield document_from_text(title, text)
-
-
 def _jsonl_records(path: Path, text_field: str, label: str) -> Iterator[tuple[str, str]]:
     """(title, text) of each non-blank line of a JSONL file, not yet split into sentences."""
     with path.open("rb") as handle:
@@ -296,39 +291,20 @@ def load_text_corpus(
     blank-line-separated block (`"blank_line"`). A .jsonl file holds one document per line:
     an object with a `text_field` (and optional "title") or a bare string.
     """
-    if document_boundary not in ("file", "blank_line"):
-        raise ValueError(
-            f"document_boundary={document_boundary!r} is unknown; use 'file' or 'blank_line'."
-        )
-    root = Path(path).expanduser()
-    if not root.exists():
-        raise FileNotFoundError(f"{root} does not exist; pass a .txt/.jsonl file or a folder.")
-    if root.is_dir():
-        files = sorted(p for p in root.rglob("*") if p.suffix in (".txt", ".jsonl"))
-        if not files:
-            raise ValueError(f"No .txt or .jsonl files under {root}.")
-    elif root.suffix in (".txt", ".jsonl"):
-        files = [root]
-    else:
-        raise ValueError(f"{root} is a {root.suffix or 'suffix-less'} file; use .txt or .jsonl.")
-    documents: list[Document] = []
-    empty = 0
-    for file in files:
-        label = str(file.relative_to(root)) if root.is_dir() else file.name
-        if file.suffix == ".jsonl":
-            docs = list(_read_jsonl(file, text_field, label))
-        elif document_boundary == "file":
-            docs = [document_from_text(label, _read_text(file))]
-        else:
-            blocks = split_paragraphs(_read_text(file))
-            docs = [document_from_text(f"{label}#{i}", b) for i, b in enumerate(blocks)]
-        empty += sum(1 for d in docs if not d.sentences)
-        documents.extend(d for d in docs if d.sentences)
+    # The same files and documents as the streamed reader (StreamCorpus), held in memory.
+    stream = StreamCorpus(path, validation_fraction, seed, document_boundary, text_field)
+    skipped = [0]
+    documents = list(stream.iter_all(skipped))
+    empty = skipped[0]
     if empty:
-        warnings.warn(f"Skipped {empty} empty document(s) in {root}.", stacklevel=2)
+        warnings.warn(f"Skipped {empty} empty document(s) in {stream.root}.", stacklevel=2)
     train, val = split_documents(documents, validation_fraction, seed)
-    info = {"source": str(root), "files": len(files), "empty_documents_skipped": empty}
-    return Corpus(train=train, validation=val, name=root.name, build_info=info)
+    info = {
+        "source": str(stream.root),
+        "files": len(stream.files),
+        "empty_documents_skipped": empty,
+    }
+    return Corpus(train=train, validation=val, name=stream.root.name, build_info=info)
 
 
 _WIKITEXT_HEADING = re.compile(r"^ ?= [^=].* = ?$")
